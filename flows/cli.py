@@ -1,0 +1,292 @@
+"""The `thresher` command line.
+
+Conventions: with `--json`, one JSON object per line on stdout; summaries and progress on
+stderr. Exit 0 clean, 1 findings (e.g. a shard that fails verification), 2 error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pipeline.errors import ThresherError
+
+app = typer.Typer(
+    help="Thresher: curate text sources into versioned, provenance-tracked datasets.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+config_app = typer.Typer(help="Check run configs.", no_args_is_help=True)
+catalog_app = typer.Typer(help="Published versions in the catalog.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+app.add_typer(catalog_app, name="catalog")
+
+stderr = Console(stderr=True, soft_wrap=True)
+JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object per line on stdout.")]
+WorkdirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--workdir",
+        "-w",
+        help="Work folder holding catalog.db (default: $THRESHER_WORKDIR or ./work).",
+    ),
+]
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="Take the work folder from this run config.")
+]
+
+
+def fail(message: str, code: int = 2) -> None:
+    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, default=str) + "\n")
+
+
+def _workdir(workdir: Path | None, config: Path | None) -> Path:
+    if config is not None:
+        from pipeline.config import load_run_config
+
+        return Path(load_run_config(config).workdir)
+    return workdir or Path(os.environ.get("THRESHER_WORKDIR", "work"))
+
+
+def _catalog(workdir: Path | None, config: Path | None):
+    from data_catalog.catalog import CATALOG_FILE, Catalog
+
+    folder = _workdir(workdir, config)
+    if not (folder / CATALOG_FILE).exists():
+        fail(
+            f"no catalog at {folder / CATALOG_FILE}; pass --workdir or --config, or run `thresher run` first"
+        )
+    return Catalog.open(folder)
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Run config (YAML).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Run the curate flow: ingest, dedup, split, publish, commit."""
+    from flows.curate import curate
+
+    try:
+        summary = curate(str(config))
+    except ThresherError as error:
+        fail(str(error))
+    if as_json:
+        emit(summary)
+    _print_summary(summary)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    state = "new version" if summary["created"] else "unchanged: identical to an existing version"
+    stderr.print(
+        f"[bold]dataset[/] {summary['name']}  [bold]hash[/] {summary['dataset_hash']}  ({state})"
+    )
+    stderr.print(
+        f"records in {summary['records_in']}: published {summary['published']}, "
+        f"dropped {summary['dropped']}, quarantined {summary['quarantined']}"
+    )
+    for action, reasons in summary["reasons"].items():
+        for reason, count in reasons.items():
+            stderr.print(f"  {action:<12} {reason:<24} {count}")
+    splits = ", ".join(
+        f"{name} {counts['records']} ({counts['groups']} groups)"
+        for name, counts in summary["splits"].items()
+    )
+    stderr.print(f"splits: {splits}")
+    for label, path in summary["paths"].items():
+        stderr.print(f"  {label:<9} {path}")
+
+
+@config_app.command("validate")
+def config_validate(file: Path, as_json: JsonOption = False) -> None:
+    """Validate a run config and its sources; explain every problem with file and line."""
+    from pipeline.config import config_hash, load_run_config
+
+    try:
+        cfg = load_run_config(file)
+    except ThresherError as error:
+        fail(str(error))
+    if as_json:
+        emit(
+            {
+                "valid": True,
+                "name": cfg.name,
+                "config_hash": config_hash(cfg),
+                "sources": [s.name for s in cfg.source_list],
+            }
+        )
+    stderr.print(
+        f"{file}: valid — dataset {cfg.name!r}, {len(cfg.source_list)} source(s), config hash {config_hash(cfg)[:12]}"
+    )
+
+
+@app.command()
+def init(directory: Path) -> None:
+    """Scaffold a working project: a run config, a sources file and a tiny real sample."""
+    from flows.scaffold import scaffold
+
+    try:
+        written = scaffold(directory)
+    except ThresherError as error:
+        fail(str(error))
+    for path in written:
+        stderr.print(f"wrote {path}")
+    stderr.print(f"next: thresher run --config {directory / 'thresher.yaml'}")
+
+
+@app.command()
+def demo(directory: Annotated[Path, typer.Argument()] = Path("demo")) -> None:
+    """Curate real public data (SMS Spam Collection, Debian changelogs) end to end."""
+    from flows.demo import run_demo
+
+    try:
+        summary = run_demo(directory)
+    except ThresherError as error:
+        fail(str(error))
+    _print_summary(summary)
+
+
+@catalog_app.command("list")
+def catalog_list(
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Only this dataset.")] = None,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List published versions, newest last."""
+    catalog = _catalog(workdir, config)
+    versions = catalog.versions(name)
+    latest = {v.name: catalog.latest(v.name) for v in versions}
+    table = Table("name", "dataset hash", "records", "splits", "parent", "created", "status")
+    for version in versions:
+        is_latest = (
+            latest[version.name] and latest[version.name].dataset_hash == version.dataset_hash
+        )
+        if as_json:
+            emit({**version.__dict__, "latest": bool(is_latest)})
+        table.add_row(
+            version.name,
+            version.dataset_hash[:16] + (" (latest)" if is_latest else ""),
+            str(version.records),
+            " ".join(f"{k}={v}" for k, v in version.split_counts.items()),
+            (version.parent_hash or "-")[:12],
+            f"{version.created_at:%Y-%m-%d %H:%M:%S}",
+            version.status,
+        )
+    if not as_json:
+        Console().print(table)
+
+
+@catalog_app.command("show")
+def catalog_show(
+    ref: Annotated[str, typer.Argument(help="Dataset hash or a unique prefix.")],
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one version: lineage, sources and licenses, shards."""
+    catalog = _catalog(workdir, config)
+    try:
+        version = catalog.version(ref)
+    except ThresherError as error:
+        fail(str(error))
+    shards, sources = catalog.shards(version.dataset_hash), catalog.sources(version.dataset_hash)
+    if as_json:
+        emit(
+            {
+                **version.__dict__,
+                "path": str(catalog.version_path(version)),
+                "shards": shards,
+                "sources": [{k: v for k, v in s.items() if k != "declaration"} for s in sources],
+            }
+        )
+        return
+    console = Console()
+    console.print(f"[bold]{version.name}[/] {version.dataset_hash}  [{version.status}]")
+    for label, value in [
+        ("parent", version.parent_hash),
+        ("config hash", version.config_hash),
+        ("code", version.code_version),
+        ("run", version.run_id),
+        ("created", version.created_at),
+        ("path", catalog.version_path(version)),
+        ("records", version.records),
+        ("splits", version.split_counts),
+    ]:
+        console.print(f"  {label:<12} {value}")
+    sources_table = Table("source", "license", "consent", "owner", title="sources")
+    for source in sources:
+        sources_table.add_row(
+            source["source"], source["license"], source["consent"], source["owner"]
+        )
+    console.print(sources_table)
+    shards_table = Table("shard", "split", "rows", "bytes", "sha256", title="shards")
+    for shard in shards:
+        shards_table.add_row(
+            shard["path"],
+            shard["split"],
+            str(shard["rows"]),
+            str(shard["bytes"]),
+            shard["sha256"][:16],
+        )
+    console.print(shards_table)
+
+
+@catalog_app.command("verify")
+def catalog_verify(
+    ref: Annotated[str, typer.Argument(help="Dataset hash or a unique prefix.")],
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Re-hash every shard of a version against its manifest and catalog; exit 1 on a mismatch."""
+    from pipeline.reader import read_manifest, verify_shards
+
+    catalog = _catalog(workdir, config)
+    try:
+        version = catalog.version(ref)
+        path = catalog.version_path(version)
+        manifest = read_manifest(path)
+    except ThresherError as error:
+        fail(str(error))
+    problems = verify_shards(path, manifest)
+    cataloged = {shard["path"]: shard["sha256"] for shard in catalog.shards(version.dataset_hash)}
+    listed = {shard["path"]: shard["sha256"] for shard in manifest["shards"]}
+    disagreements = sorted(
+        p for p in cataloged.keys() | listed.keys() if cataloged.get(p) != listed.get(p)
+    )
+    for problem in problems:
+        if as_json:
+            emit(
+                {
+                    "shard": problem.path,
+                    "problem": problem.problem,
+                    "expected": problem.expected,
+                    "actual": problem.actual,
+                }
+            )
+        stderr.print(
+            f"[red]FAIL[/] {path / problem.path}: {problem.problem} (expected {problem.expected[:16]}…)"
+        )
+    for shard in disagreements:
+        if as_json:
+            emit({"shard": shard, "problem": "manifest and catalog disagree"})
+        stderr.print(f"[red]FAIL[/] {shard}: manifest and catalog disagree")
+    if problems or disagreements:
+        stderr.print(
+            f"version {version.dataset_hash[:16]}: {len(problems) + len(disagreements)} problem(s) in {len(listed)} shard(s)"
+        )
+        raise typer.Exit(1)
+    stderr.print(f"version {version.dataset_hash[:16]}: all {len(listed)} shard(s) match")

@@ -1,0 +1,267 @@
+"""The `curate` flow: ingest → exact dedup → split → publish → commit, one task per stage.
+
+Tasks pass paths and small summaries, never frames: each stage reads the previous stage's
+Parquet output under the run folder and writes its own. The run folder keeps the ledger,
+the resolved config and a summary; intermediate record files are removed when the run ends,
+whether it succeeded or not.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from data_catalog.catalog import CATALOG_FILE, Catalog
+from pipeline import ledger
+from pipeline.config import RunConfig, config_hash, load_run_config
+from pipeline.exact_dedup import exact_dedup
+from pipeline.ingest import ingest
+from pipeline.publish import MANIFEST, StagedVersion, publish
+from pipeline.reader import read_version
+from pipeline.split import split
+from pipeline.stage import RunContext
+
+TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a task needs to find its inputs: small, picklable, no frames."""
+
+    run_id: str
+    run_dir: Path
+    config: RunConfig
+    config_hash: str
+    parent_version: str | None
+    parent_path: Path | None
+
+    @property
+    def workdir(self) -> Path:
+        return Path(self.config.workdir)
+
+    @property
+    def ledger_dir(self) -> Path:
+        return self.run_dir / "ledger-parts"
+
+    def stage_dir(self, stage: str) -> Path:
+        return self.run_dir / "stages" / stage
+
+    def context(self) -> RunContext:
+        parent_splits = None
+        if self.parent_path is not None:
+            parent = read_version(self.parent_path)  # re-hashes its shards: trust nothing
+            parent_splits = pl.concat(
+                [frame.select("record_id", "split") for frame in parent.splits.values()]
+            )
+        return RunContext(
+            run_id=self.run_id,
+            run_dir=self.run_dir,
+            config=self.config,
+            config_hash=self.config_hash,
+            parent_version=self.parent_version,
+            parent_splits=parent_splits,
+        )
+
+
+def code_version() -> str:
+    """Package version, plus the git commit when running from a checkout."""
+    version = metadata.version("thresher")
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(Path(__file__).parent),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return version
+    return f"{version}+g{commit}{'.dirty' if dirty else ''}"
+
+
+def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
+    run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+    run_dir = Path(cfg.workdir) / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    parent = catalog.latest(cfg.name)
+    digest = config_hash(cfg)
+    (run_dir / "config.json").write_text(
+        json.dumps({"config_hash": digest, "config": cfg.model_dump(mode="json")}, indent=2) + "\n"
+    )
+    return RunPlan(
+        run_id=run_id,
+        run_dir=run_dir,
+        config=cfg,
+        config_hash=digest,
+        parent_version=parent.dataset_hash if parent else None,
+        parent_path=catalog.version_path(parent) if parent else None,
+    )
+
+
+@task(name="ingest", **TASK_OPTIONS)
+def ingest_task(plan: RunPlan) -> dict[str, Any]:
+    out = plan.stage_dir("ingest")
+    result = ingest(plan.config.source_list, plan.context(), out)
+    ledger.write_part(result.events, plan.ledger_dir, "1-ingest")
+    get_run_logger().info(
+        "ingest: %s records in, %s bad rows", result.stats["records_in"], result.stats["bad_rows"]
+    )
+    return {"path": str(out), "stats": result.stats}
+
+
+def _run_stage(
+    plan: RunPlan, name: str, order: int, stage, stage_config, input_dir: str
+) -> dict[str, Any]:
+    frame = pl.scan_parquet(Path(input_dir) / "*.parquet")
+    result = stage(frame, stage_config, plan.context())
+    out = plan.stage_dir(name)
+    out.mkdir(parents=True, exist_ok=True)
+    result.frame.sink_parquet(out / "part-00000.parquet", compression="lz4")
+    ledger.write_part(result.events, plan.ledger_dir, f"{order}-{name}")
+    get_run_logger().info("%s: %s", name, json.dumps(result.stats))
+    return {"path": str(out), "stats": result.stats}
+
+
+@task(name="exact_dedup", **TASK_OPTIONS)
+def exact_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "exact_dedup", 2, exact_dedup, plan.config.dedup, input_dir)
+
+
+@task(name="split", **TASK_OPTIONS)
+def split_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "split", 3, split, plan.config.split, input_dir)
+
+
+def _staging_dir(plan: RunPlan) -> Path:
+    return plan.workdir / "datasets" / plan.config.name / f".staging-{plan.run_id}"
+
+
+@task(name="publish", **TASK_OPTIONS)
+def publish_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    staging = _staging_dir(plan)
+    staging.mkdir(parents=True)
+    sources = [
+        {"name": s.name, "license": s.license, "consent": s.consent, "owner": s.owner}
+        for s in plan.config.source_list
+    ]
+    staged = publish(
+        pl.scan_parquet(Path(input_dir) / "*.parquet"),
+        plan.config.publish,
+        plan.context(),
+        staging,
+        extra={"code_version": code_version(), "sources": sources},
+    )
+    ledger.write_part(staged.events, plan.ledger_dir, "4-publish")
+    return {
+        "path": str(staging),
+        "dataset_hash": staged.dataset_hash,
+        "split_counts": staged.manifest["split_counts"],
+    }
+
+
+@task(name="commit", **TASK_OPTIONS)
+def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, Any]:
+    """Check the accounting, keep the ledger, then write the catalog row last."""
+    ledger_path = ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet")
+    counts = ledger.check_accounting(pl.scan_parquet(ledger_path), records_in)
+    staging = Path(staging_dir)
+    shutil.copyfile(ledger_path, staging / "ledger.parquet")
+    manifest = json.loads((staging / MANIFEST).read_text())
+    staged = StagedVersion(path=staging, manifest=manifest, events=ledger.empty())
+    catalog = Catalog.open(plan.workdir)
+    version, created = catalog.commit(staged, plan.config.source_list)
+    return {
+        "dataset_hash": version.dataset_hash,
+        "created": created,
+        "path": str(catalog.version_path(version)),
+        "counts": counts,
+    }
+
+
+def summarize(
+    plan: RunPlan, records_in: int, committed: dict[str, Any], split_stats: dict
+) -> dict[str, Any]:
+    by_reason = ledger.terminal_counts(pl.scan_parquet(plan.run_dir / "ledger.parquet"))
+    reasons: dict[str, dict[str, int]] = {}
+    for action, reason, records in by_reason.iter_rows():
+        reasons.setdefault(action, {})[reason or action] = records
+    version_dir = Path(committed["path"])
+    return {
+        "run_id": plan.run_id,
+        "name": plan.config.name,
+        "dataset_hash": committed["dataset_hash"],
+        "created": committed["created"],
+        "parent_version": plan.parent_version,
+        "records_in": records_in,
+        **committed["counts"],
+        "reasons": reasons,
+        "splits": split_stats["splits"],
+        "paths": {
+            "version": str(version_dir),
+            "manifest": str(version_dir / MANIFEST),
+            "shards": str(version_dir / "data"),
+            "ledger": str(plan.run_dir / "ledger.parquet"),
+            "catalog": str(plan.workdir / CATALOG_FILE),
+            "run": str(plan.run_dir),
+        },
+    }
+
+
+@flow(name="curate", log_prints=True)
+def curate(config_path: str) -> dict[str, Any]:
+    """Curate the sources of a run config into a new published, cataloged dataset version."""
+    cfg = load_run_config(config_path)
+    catalog = Catalog.open(cfg.workdir)
+    plan = plan_run(cfg, catalog)
+    catalog.start_run(plan.run_id, cfg.name, plan.config_hash)
+    try:
+        ingested = ingest_task(plan)
+        records_in = ingested["stats"]["records_in"]
+        deduped = exact_dedup_task(plan, ingested["path"])
+        assigned = split_task(plan, deduped["path"])
+        staged = publish_task(plan, assigned["path"])
+        committed = commit_task(plan, staged["path"], records_in)
+        summary = summarize(plan, records_in, committed, assigned["stats"])
+    except BaseException as error:
+        catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
+        raise
+    finally:
+        shutil.rmtree(plan.run_dir / "stages", ignore_errors=True)
+        shutil.rmtree(_staging_dir(plan), ignore_errors=True)
+        if plan.ledger_dir.exists():  # a failed run keeps the events it got to, for diagnosis
+            ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet")
+    counts = {key: summary[key] for key in ("records_in", "published", "dropped", "quarantined")}
+    catalog.finish_run(
+        plan.run_id,
+        "succeeded",
+        dataset_hash=summary["dataset_hash"],
+        created_version=summary["created"],
+        counts=counts | {"reasons": summary["reasons"]},
+    )
+    (plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

@@ -1,0 +1,1 @@
+"""Thresher's stages: plain functions over polars LazyFrames, with no orchestrator inside."""

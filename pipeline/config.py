@@ -1,0 +1,287 @@
+"""The run config: one typed model per stage, composed, loaded from one YAML file.
+
+Unknown keys are rejected everywhere. Errors name the file, the line, the section or
+source, and the field. Relative paths resolve against the file that declared them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipeline.errors import ConfigError
+
+SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
+SPLITS = ("train", "validation", "test")
+FORMATS = ("jsonl", "csv", "parquet", "text", "debian_changelog")
+CONSENT_BASES = ("explicit", "contract", "public-release", "legitimate-interest", "none", "unknown")
+USES = ("training", "evaluation", "research", "commercial", "redistribution")
+KEEP_RULES = ("earliest_timestamp", "longest_text", "lowest_record_id")
+# An SPDX license id or expression (`MIT`, `Apache-2.0 OR MIT`) or a `LicenseRef-…` reference.
+LICENSE_PATTERN = r"^(LicenseRef-[A-Za-z0-9.-]+|[A-Za-z0-9.+-]+)( (AND|OR|WITH) (LicenseRef-[A-Za-z0-9.-]+|[A-Za-z0-9.+-]+))*$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FieldMapping(Strict):
+    """Which input field feeds each canonical record field."""
+
+    text: str = "text"
+    id: str | None = None
+    group: str | None = None
+    timestamp: str | None = None
+    timestamp_format: str | None = Field(
+        None, description="strftime format; default: ISO 8601, RFC 2822 or epoch seconds"
+    )
+    label: str | None = None
+    metadata: list[str] = []
+
+
+# Fields the built-in readers produce for formats without user-defined columns.
+DEFAULT_FIELDS = {
+    "text": FieldMapping(text="text", id="path"),
+    "debian_changelog": FieldMapping(
+        text="changes",
+        id="entry_id",
+        group="maintainer_email",
+        timestamp="date",
+        metadata=["package", "version", "distribution", "urgency", "maintainer"],
+    ),
+}
+
+
+class SourceDeclaration(Strict):
+    """A declared text source: where it is, how to read it, and on what terms we hold it."""
+
+    name: Annotated[str, Field(pattern=SLUG)]
+    location: str | list[str] = Field(description="path or glob, or a list of them")
+    format: Literal[FORMATS]
+    encoding: str = "utf-8"
+    fields: FieldMapping | None = None
+    license: Annotated[str, Field(pattern=LICENSE_PATTERN)]
+    consent: Literal[CONSENT_BASES]
+    rights_basis: str | None = None
+    owner: str
+    collected: date | None = None
+    allowed_uses: list[Literal[USES]] = []
+    removal_contact: str | None = None
+    description: str | None = None
+    base_dir: str = Field("", description="set by the loader: where relative locations start")
+
+    @model_validator(mode="after")
+    def _default_fields(self) -> SourceDeclaration:
+        if self.fields is None:
+            object.__setattr__(self, "fields", DEFAULT_FIELDS.get(self.format, FieldMapping()))
+        return self
+
+    @property
+    def patterns(self) -> list[str]:
+        return [self.location] if isinstance(self.location, str) else list(self.location)
+
+
+class DedupConfig(Strict):
+    exact: bool = True
+    keep: list[Literal[KEEP_RULES]] = ["earliest_timestamp", "lowest_record_id"]
+
+
+class SplitConfig(Strict):
+    strategy: Literal["group"] = "group"
+    fractions: dict[Literal[SPLITS], float] = {"train": 0.8, "validation": 0.1, "test": 0.1}
+    salt: str = Field("", description="changes every new group's split; keep it fixed")
+
+    @field_validator("fractions")
+    @classmethod
+    def _fractions_sum_to_one(cls, fractions: dict[str, float]) -> dict[str, float]:
+        if any(value < 0 for value in fractions.values()):
+            raise ValueError("fractions must not be negative")
+        if abs(sum(fractions.values()) - 1.0) > 1e-6:
+            raise ValueError(
+                f"fractions must add up to 1, they add up to {sum(fractions.values())}"
+            )
+        if "train" not in fractions:
+            raise ValueError("fractions need a 'train' entry")
+        return {name: fractions[name] for name in SPLITS if name in fractions}
+
+
+class PublishConfig(Strict):
+    shard_rows: Annotated[int, Field(ge=1)] = 100_000
+    compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
+    compression_level: int | None = 3
+
+
+class RunnerConfig(Strict):
+    kind: Literal["local"] = "local"
+
+
+class RunConfig(Strict):
+    name: Annotated[str, Field(pattern=SLUG, description="dataset name")]
+    workdir: str = "./work"
+    sources: str | list[SourceDeclaration]
+    dedup: DedupConfig = DedupConfig()
+    split: SplitConfig = SplitConfig()
+    publish: PublishConfig = PublishConfig()
+    runner: RunnerConfig = RunnerConfig()
+
+    @property
+    def source_list(self) -> list[SourceDeclaration]:
+        if isinstance(self.sources, str):
+            raise ConfigError("sources were not resolved: load the config with load_run_config")
+        return self.sources
+
+    @model_validator(mode="after")
+    def _unique_source_names(self) -> RunConfig:
+        if isinstance(self.sources, list):
+            names = [source.name for source in self.sources]
+            repeated = sorted({name for name in names if names.count(name) > 1})
+            if repeated:
+                raise ValueError(f"source names must be unique; repeated: {', '.join(repeated)}")
+        return self
+
+
+# Settings that change where or how a run happens, not what it publishes.
+_NOT_IN_CONFIG_HASH = {"workdir", "runner"}
+_SOURCE_FIELDS_NOT_HASHED = {"location", "base_dir"}
+
+
+def config_hash(cfg: RunConfig) -> str:
+    """sha256 of the resolved config without paths, the work folder and runner settings."""
+    data = cfg.model_dump(mode="json", exclude=_NOT_IN_CONFIG_HASH)
+    data["sources"] = [
+        {key: value for key, value in source.items() if key not in _SOURCE_FIELDS_NOT_HASHED}
+        for source in data["sources"]
+    ]
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Load, validate and resolve a run config (and its sources file) from YAML."""
+    path = Path(path)
+    raw, lines = _read_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a run config is a mapping with at least 'name' and 'sources'")
+    base = path.resolve().parent
+    sources = raw.get("sources")
+    if isinstance(sources, str):
+        sources_path = (base / sources).resolve()
+        declared = load_sources(sources_path)
+        raw = {**raw, "sources": [source.model_dump() for source in declared]}
+    elif isinstance(sources, list):
+        raw = {**raw, "sources": [_with_base(item, base) for item in sources]}
+    try:
+        cfg = RunConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(_explain(error, path, raw, lines)) from None
+    workdir = (base / cfg.workdir).resolve()
+    return cfg.model_copy(update={"workdir": str(workdir)})
+
+
+def load_sources(path: Path) -> list[SourceDeclaration]:
+    """Load a sources file: a YAML list of declarations, or a mapping with a `sources` list."""
+    raw, lines = _read_yaml(path)
+    items, at = (raw.get("sources"), ("sources",)) if isinstance(raw, dict) else (raw, ())
+    if not isinstance(items, list):
+        raise ConfigError(f"{path}: a sources file holds a list of source declarations")
+    declared = []
+    for index, item in enumerate(items):
+        try:
+            declared.append(SourceDeclaration.model_validate(_with_base(item, path.parent)))
+        except ValidationError as error:
+            raise ConfigError(_explain(error, path, raw, lines, at + (index,))) from None
+    return declared
+
+
+def _with_base(item: Any, base: Path) -> Any:
+    return {**item, "base_dir": str(base)} if isinstance(item, dict) else item
+
+
+def _read_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    try:
+        node = yaml.compose(text)
+        return yaml.safe_load(text), _line_numbers(node, ())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+
+
+def _line_numbers(node: Any, at: tuple) -> dict[tuple, int]:
+    """Map each key path of a YAML document to its 1-based line number."""
+    found = {at: node.start_mark.line + 1} if node is not None else {}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            found[at + (key.value,)] = key.start_mark.line + 1
+            found.update(_line_numbers(value, at + (key.value,)))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, value in enumerate(node.value):
+            found.update(_line_numbers(value, at + (index,)))
+    return found
+
+
+def _explain(error: ValidationError, path: Path, root: Any, lines: dict, at: tuple = ()) -> str:
+    """One line per problem: `file:line: section.field (source name): message`."""
+    problems = []
+    for item in error.errors():
+        loc = _document_path(root, at + tuple(item["loc"]))
+        if loc is None:  # the error of a union branch the document did not take
+            continue
+        line = next(
+            (lines[loc[:end]] for end in range(len(loc), -1, -1) if loc[:end] in lines), None
+        )
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key (check its spelling and section)"
+        where = f"{path}:{line}" if line else str(path)
+        problems.append(f"{where}: {_describe(root, loc)}: {message}")
+    return "invalid config:\n  " + "\n  ".join(dict.fromkeys(problems))
+
+
+def _document_path(root: Any, loc: tuple) -> tuple | None:
+    """Drop pydantic's union-branch tags from an error location; None for a branch not taken."""
+    path, node = [], root
+    for part in loc:
+        if (
+            isinstance(node, dict)
+            and part in node
+            or isinstance(node, list)
+            and isinstance(part, int)
+            and part < len(node)
+        ):
+            path.append(part)
+            node = node[part]
+        elif part in ("str", "int", "float", "bool") and not isinstance(node, dict | list):
+            continue
+        elif isinstance(part, str) and ("[" in part or part in ("str", "int")):
+            if part == "str" and isinstance(node, list | dict):
+                return None
+            continue
+        else:
+            path.append(part)  # a missing or unknown key: name it
+            node = None
+    return tuple(path)
+
+
+def _describe(root: Any, loc: tuple) -> str:
+    words, node = [], root
+    for part in loc:
+        if isinstance(part, int) and isinstance(node, list):
+            node = node[part]
+            name = node.get("name") if isinstance(node, dict) else None
+            words[-1] = f"{words[-1] if words else 'sources'}[{part}]" + (
+                f" ({name})" if name else ""
+            )
+            if not words:
+                words.append(f"sources[{part}]")
+        else:
+            words.append(str(part))
+            node = node.get(part) if isinstance(node, dict) else None
+    return ".".join(words) or "config"

@@ -1,0 +1,253 @@
+"""Ingest: read every declared source into the canonical record schema.
+
+Files are read one at a time and written as Parquet parts under the run folder, so memory
+follows the batch size, not the number of files. Bad rows never stop the run: each gets a
+terminal `dropped` event naming its file and line (or row). Within a source, a repeated id
+keeps its first occurrence; later ones are dropped as `duplicate_source_id`.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import polars as pl
+
+from pipeline import ledger, reasons
+from pipeline.config import SourceDeclaration
+from pipeline.errors import DataError
+from pipeline.identity import KEY_SEPARATOR, record_key, xxh3_128_hex
+from pipeline.normalize import normalize_text
+from pipeline.progress import progress
+from pipeline.readers import read_file
+from pipeline.schema import RECORD_SCHEMA
+from pipeline.stage import RunContext, StageResult
+
+STAGE = "ingest"
+PART_ROWS = 250_000
+
+_TIMESTAMP_FORMATS = (
+    "%Y-%m-%dT%H:%M:%S%.f%#z",
+    "%Y-%m-%d %H:%M:%S%.f%#z",
+    "%Y-%m-%dT%H:%M:%S%.f",
+    "%Y-%m-%d %H:%M:%S%.f",
+    "%Y-%m-%d",
+    "%a, %d %b %Y %H:%M:%S %z",
+)
+
+
+def source_files(source: SourceDeclaration) -> list[tuple[Path, str]]:
+    """(path, stable relative name) for each file of a source, in a fixed order.
+
+    Symbolic links to an already listed file are read once (Debian links the doc folders
+    of binary packages to their source package's).
+    """
+    found: dict[str, tuple[Path, str]] = {}
+    for pattern in source.patterns:
+        absolute = os.path.isabs(pattern)
+        full = pattern if absolute else os.path.join(source.base_dir, pattern)
+        matches = sorted(glob.glob(full, recursive=True))
+        matches = [match for match in matches if os.path.isfile(match)]
+        if not matches:
+            raise DataError(
+                f"source {source.name!r}: location {pattern!r} matches no file"
+                f"{'' if absolute else f' (relative to {source.base_dir})'}; "
+                "fix the location or remove the source"
+            )
+        for match in matches:
+            name = match if absolute else os.path.relpath(match, source.base_dir)
+            found.setdefault(os.path.realpath(match), (Path(match), name))
+    return sorted(found.values(), key=lambda item: item[1])
+
+
+def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> StageResult:
+    """Read all sources into `out_dir` as Parquet parts; return a scan of them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    writer = _PartWriter(out_dir)
+    bad_rows: list[pl.DataFrame] = []
+    per_source: dict[str, dict[str, int]] = {}
+    files = [(source, path, name) for source in sources for path, name in source_files(source)]
+    with progress("ingest", len(files)) as advance:
+        for source in sources:
+            seen_ids = pl.DataFrame(schema={"record_id": pl.String, "first_location": pl.String})
+            rows_in = 0
+            for path, name in source_files(source):
+                raw = read_file(path, source)
+                rows_in += raw.height
+                good, bad = to_records(raw, source, name)
+                bad_rows.append(bad)
+                good, repeated, seen_ids = _split_repeated_ids(good, seen_ids)
+                bad_rows.append(repeated)
+                writer.add(good)
+                advance(1)
+            per_source[source.name] = {"records_in": rows_in}
+    writer.flush()
+    events = pl.concat(bad_rows) if bad_rows else ledger.empty()
+    dropped_by_source = events.group_by("source").len()
+    for source_name, dropped in dropped_by_source.iter_rows():
+        per_source[source_name]["bad_rows"] = dropped
+    records_in = sum(counts["records_in"] for counts in per_source.values())
+    stats = {"records_in": records_in, "bad_rows": events.height, "sources": per_source}
+    return StageResult(frame=writer.scan(), events=events, stats=stats)
+
+
+def to_records(
+    raw: pl.DataFrame, source: SourceDeclaration, file_name: str
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Map a raw frame to canonical records; return (good records, bad-row events)."""
+    fields = source.fields
+
+    def column(name: str | None) -> pl.Expr:
+        if name is None or name not in raw.columns:
+            return pl.lit(None, dtype=pl.String)
+        return pl.col(name).cast(pl.String)
+
+    text = normalize_text(raw.select(column(fields.text)).to_series())
+    location = pl.concat_str([pl.lit(f"{file_name}:"), pl.col("_location").cast(pl.String)])
+    timestamp_raw = column(fields.timestamp)
+    frame = raw.select(
+        pl.col("_error"),
+        pl.col("_location"),
+        location.alias("location"),
+        text.alias("text"),
+        column(fields.id).alias("_id"),
+        column(fields.group).alias("group"),
+        timestamp_raw.alias("_timestamp_raw"),
+        parse_timestamps(timestamp_raw, fields.timestamp_format).alias("timestamp"),
+        column(fields.label).alias("label"),
+        _metadata_json(raw, fields.metadata).alias("metadata"),
+    )
+    error = (
+        pl.when(pl.col("_error").is_not_null())
+        .then(pl.col("_error"))
+        .when(pl.col("text").is_null())
+        .then(pl.lit(reasons.MISSING_TEXT))
+        .when(pl.col("text") == "")
+        .then(pl.lit(reasons.EMPTY_TEXT))
+        .when(pl.col("_timestamp_raw").is_not_null() & pl.col("timestamp").is_null())
+        .then(pl.lit(reasons.UNPARSEABLE_TIMESTAMP))
+    )
+    by_position = record_key(source.name, pl.lit(file_name), pl.col("_location").cast(pl.String))
+    key = (
+        pl.when(pl.col("_id").is_not_null() & pl.col("_error").is_null())
+        .then(record_key(source.name, pl.col("_id")))
+        .otherwise(by_position)
+    )
+    frame = frame.with_columns(error.alias("_error"), key.alias("_key"))
+    frame = frame.with_columns(
+        xxh3_128_hex(frame["_key"]).alias("record_id"), pl.lit(source.name).alias("source")
+    )
+    bad = frame.filter(pl.col("_error").is_not_null())
+    good = frame.filter(pl.col("_error").is_null())
+    content_hash = xxh3_128_hex(good["text"])
+    good = good.with_columns(
+        content_hash.alias("source_content_hash"),
+        content_hash.alias("content_hash"),
+        pl.lit(source.license).alias("license"),
+        pl.lit(source.consent).alias("consent"),
+    ).select(RECORD_SCHEMA.names())
+    evidence = pl.struct(
+        pl.lit(file_name).alias("file"),
+        pl.col("_location").alias(
+            "line" if source.format in ("jsonl", "debian_changelog") else "row"
+        ),
+    )
+    bad_events = ledger.events(
+        bad, stage=STAGE, action=reasons.DROPPED, reason=pl.col("_error"), evidence=evidence
+    )
+    return good, bad_events
+
+
+def parse_timestamps(value: pl.Expr, fmt: str | None) -> pl.Expr:
+    """Parse timestamps to UTC: a given format, else ISO 8601, RFC 2822, a date or epoch
+    seconds. Times without a zone are taken as UTC."""
+    formats = (fmt,) if fmt else _TIMESTAMP_FORMATS
+    attempts = [value.str.to_datetime(f, strict=False, time_unit="us") for f in formats]
+    # formats with a zone parse to UTC already; the rest are naive and taken as UTC
+    attempts = [
+        parsed if "z" in f else parsed.dt.replace_time_zone("UTC")
+        for parsed, f in zip(attempts, formats, strict=True)
+    ]
+    if not fmt:
+        is_epoch = value.str.contains(r"^-?[0-9]{1,12}(\.[0-9]+)?$")
+        epoch = pl.when(is_epoch).then(
+            (value.cast(pl.Float64, strict=False) * 1_000_000)
+            .cast(pl.Int64)
+            .cast(pl.Datetime("us", "UTC"))
+        )
+        attempts.append(epoch)
+    return pl.coalesce(attempts).cast(pl.Datetime("us", "UTC"))
+
+
+def _metadata_json(raw: pl.DataFrame, names: list[str]) -> pl.Expr:
+    if not names:
+        return pl.lit(None, dtype=pl.String)
+    present = [
+        pl.col(name).cast(pl.String)
+        if name in raw.columns
+        else pl.lit(None, dtype=pl.String).alias(name)
+        for name in sorted(names)
+    ]
+    return pl.struct(present).struct.json_encode()
+
+
+def _split_repeated_ids(
+    good: pl.DataFrame, seen: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Drop rows whose record_id came earlier in the source; return (kept, events, seen)."""
+    new_firsts = good.filter(good["record_id"].is_first_distinct()).select(
+        "record_id", pl.col("location").alias("first_location")
+    )
+    firsts = pl.concat([seen, new_firsts]).unique("record_id", keep="first", maintain_order=True)
+    marked = good.join(firsts, on="record_id", how="left", maintain_order="left")
+    is_repeat = marked["first_location"] != marked["location"]
+    # A repeat shares its id with the first occurrence; the ledger needs one id per input
+    # record, so it is identified by position instead, like a record without an id field.
+    repeats = marked.filter(is_repeat)
+    by_position = pl.concat_str(
+        pl.col("source"),
+        pl.col("location").str.replace(r":([0-9]+)$", KEY_SEPARATOR + "$1"),
+        separator=KEY_SEPARATOR,
+    )
+    repeats = repeats.with_columns(
+        xxh3_128_hex(repeats.select(by_position).to_series()).alias("record_id"),
+        pl.col("record_id").alias("first_record_id"),
+    )
+    events = ledger.events(
+        repeats,
+        stage=STAGE,
+        action=reasons.DROPPED,
+        reason=reasons.DUPLICATE_SOURCE_ID,
+        evidence=pl.struct(
+            "location", pl.col("first_location").alias("first_seen_at"), "first_record_id"
+        ),
+    )
+    return good.filter(~is_repeat), events, firsts
+
+
+class _PartWriter:
+    """Buffers records and writes Parquet parts of about PART_ROWS rows."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir, self.buffer, self.rows, self.parts = out_dir, [], 0, 0
+
+    def add(self, frame: pl.DataFrame) -> None:
+        if frame.height:
+            self.buffer.append(frame)
+            self.rows += frame.height
+        if self.rows >= PART_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        pl.concat(self.buffer).write_parquet(
+            self.out_dir / f"part-{self.parts:05d}.parquet", compression="lz4"
+        )
+        self.buffer, self.rows, self.parts = [], 0, self.parts + 1
+
+    def scan(self) -> pl.LazyFrame:
+        if self.parts == 0:
+            return pl.DataFrame(schema=RECORD_SCHEMA).lazy()
+        return pl.scan_parquet(self.out_dir / "part-*.parquet")

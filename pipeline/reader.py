@@ -1,0 +1,89 @@
+"""Reading a published version: its manifest, its shards verified, one LazyFrame per split.
+
+The shards are plain Parquet: polars, DuckDB, pyarrow or Hugging Face `datasets` open them
+without Thresher. This module adds the checks a consumer should make first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.errors import DataError
+from pipeline.publish import MANIFEST, file_sha256
+
+
+@dataclass(frozen=True)
+class ShardProblem:
+    path: str
+    problem: str  # "missing" or "sha256 mismatch"
+    expected: str
+    actual: str | None
+
+
+@dataclass(frozen=True)
+class PublishedVersion:
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def dataset_hash(self) -> str:
+        return self.manifest["dataset_hash"]
+
+    @property
+    def split_names(self) -> list[str]:
+        return [name for name, rows in self.manifest["split_counts"].items() if rows]
+
+    def split(self, name: str) -> pl.LazyFrame:
+        files = [
+            self.path / shard["path"] for shard in self.manifest["shards"] if shard["split"] == name
+        ]
+        if not files:
+            raise DataError(
+                f"version {self.dataset_hash[:12]} has no {name!r} split (it has: {', '.join(self.split_names)})"
+            )
+        return pl.scan_parquet(files)
+
+    @property
+    def splits(self) -> dict[str, pl.LazyFrame]:
+        return {name: self.split(name) for name in self.split_names}
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise DataError(f"{path}: no {MANIFEST}; this is not a published version folder") from None
+
+
+def verify_shards(path: Path, manifest: dict[str, Any]) -> list[ShardProblem]:
+    """Re-hash every shard listed in the manifest; return the ones that do not match."""
+    problems = []
+    for shard in manifest["shards"]:
+        file = path / shard["path"]
+        if not file.exists():
+            problems.append(ShardProblem(shard["path"], "missing", shard["sha256"], None))
+            continue
+        actual = file_sha256(file)
+        if actual != shard["sha256"]:
+            problems.append(ShardProblem(shard["path"], "sha256 mismatch", shard["sha256"], actual))
+    return problems
+
+
+def read_version(path: str | Path, verify: bool = True) -> PublishedVersion:
+    """Open a version folder; with `verify`, refuse it if any shard differs from the manifest."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    if verify:
+        problems = verify_shards(path, manifest)
+        if problems:
+            listed = "; ".join(f"{p.path}: {p.problem}" for p in problems)
+            raise DataError(
+                f"version {manifest['dataset_hash'][:12]} at {path} failed verification ({listed}); "
+                "do not use it — restore the shards or publish again"
+            )
+    return PublishedVersion(path=path, manifest=manifest)

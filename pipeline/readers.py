@@ -1,0 +1,328 @@
+"""Format readers: one input file in, one raw frame out.
+
+A raw frame has `_location` (1-based line for jsonl and changelogs, 1-based data row for
+csv and parquet, 1 for a text file), `_error` (a reason code, null for a good row) and one
+column per input field, kept as read. Readers never raise for a bad row; they raise
+DataError only when the whole file cannot be used, naming the file and what to do.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+import orjson
+import polars as pl
+
+from pipeline import reasons
+from pipeline.config import FieldMapping, SourceDeclaration
+from pipeline.errors import DataError
+
+# Fields whose JSON value must be a string (text) or a scalar (the rest): values of another
+# JSON type would otherwise be silently turned into strings by the fast reader.
+_STRING_ONLY = ("text",)
+_SCALAR = ("id", "group", "timestamp", "label")
+
+
+def read_file(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+    reader = {
+        "jsonl": _read_jsonl,
+        "csv": _read_csv,
+        "parquet": _read_parquet,
+        "text": _read_text,
+        "debian_changelog": _read_debian_changelog,
+    }[source.format]
+    return reader(path, source)
+
+
+def _mapped(fields: FieldMapping) -> dict[str, str]:
+    """Canonical role -> input field name, for the roles this source maps."""
+    roles = {"text": fields.text, "id": fields.id, "group": fields.group}
+    roles |= {"timestamp": fields.timestamp, "label": fields.label}
+    return {role: name for role, name in roles.items() if name}
+
+
+def _read_jsonl(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+    data = path.read_bytes()
+    try:
+        text = data.decode(source.encoding)
+    except UnicodeDecodeError:
+        return _read_jsonl_carefully(path, source, data)
+    lines = text.split("\n")
+    kept = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
+    if not kept:
+        return pl.DataFrame(
+            {"_location": [], "_error": []}, schema={"_location": pl.Int64, "_error": pl.String}
+        )
+    try:
+        frame = pl.read_ndjson(
+            io.BytesIO("\n".join(line for _, line in kept).encode()), infer_schema_length=None
+        )
+    except Exception:  # a line that is not a JSON object: find it, line by line
+        return _read_jsonl_carefully(path, source, data)
+    frame = frame.with_columns(
+        pl.Series("_location", [number for number, _ in kept], dtype=pl.Int64),
+        pl.lit(None, dtype=pl.String).alias("_error"),
+    )
+    suspicious = _non_scalar_values(pl.Series([line for _, line in kept]), source.fields)
+    if suspicious.any():
+        # Only lines where a mapped field may hold the wrong JSON type are parsed in Python.
+        checked = _parse_lines(
+            [(n, line) for (n, line), bad in zip(kept, suspicious, strict=True) if bad], source
+        )
+        frame = frame.filter(~suspicious).pipe(_stack, checked)
+    return _stringify(frame, source.fields)
+
+
+def _non_scalar_values(lines: pl.Series, fields: FieldMapping) -> pl.Series:
+    """True for lines where a mapped key is followed by something other than a JSON string
+    (for text) or a JSON scalar (for the others). Nested keys can match too: those lines are
+    only checked more carefully, never flagged on this alone."""
+    mapped = _mapped(fields)
+    patterns = []
+    for role, name in mapped.items():
+        key = re.escape(orjson.dumps(name).decode())
+        follower = r'[^"\s]' if role in _STRING_ONLY else r"[\[{]"
+        patterns.append(rf"{key}\s*:\s*{follower}")
+    if not patterns:
+        return pl.Series([False] * len(lines))
+    return lines.str.contains("|".join(patterns))
+
+
+def _read_jsonl_carefully(path: Path, source: SourceDeclaration, data: bytes) -> pl.DataFrame:
+    good, rows = [], []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode(source.encoding)
+        except UnicodeDecodeError:
+            rows.append({"_location": number, "_error": reasons.INVALID_UTF8})
+            continue
+        if line.strip():
+            good.append((number, line))
+    return _stack(
+        _parse_lines(good, source),
+        pl.DataFrame(rows, schema={"_location": pl.Int64, "_error": pl.String}),
+    )
+
+
+def _parse_lines(lines: list[tuple[int, str]], source: SourceDeclaration) -> pl.DataFrame:
+    mapped = _mapped(source.fields)
+    wanted = set(mapped.values()) | set(source.fields.metadata)
+    rows = []
+    for number, line in lines:
+        row: dict = {"_location": number, "_error": None}
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            value = None
+            row["_error"] = reasons.INVALID_JSON
+        if row["_error"] is None and not isinstance(value, dict):
+            row["_error"] = reasons.WRONG_TYPE
+        if row["_error"] is None:
+            for role, name in mapped.items():
+                field = value.get(name)
+                allowed = (str,) if role in _STRING_ONLY else (str, int, float, bool)
+                if field is not None and not isinstance(field, allowed):
+                    row["_error"] = reasons.WRONG_TYPE
+                row[name] = None if field is None else _scalar_text(field)
+            for name in wanted - set(mapped.values()):
+                field = value.get(name)
+                row[name] = None if field is None else _scalar_text(field)
+        rows.append(row)
+    schema = {"_location": pl.Int64, "_error": pl.String} | {name: pl.String for name in wanted}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _scalar_text(value) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return orjson.dumps(value).decode()
+
+
+def _stack(*frames: pl.DataFrame) -> pl.DataFrame:
+    frames = [_stringify(frame, None) for frame in frames if frame.width]
+    return pl.concat(frames, how="diagonal_relaxed").sort("_location")
+
+
+def _stringify(frame: pl.DataFrame, fields: FieldMapping | None) -> pl.DataFrame:
+    """Every input field as a string (JSON for nested values), location and error as they are."""
+    casts = []
+    for name, dtype in frame.schema.items():
+        if name in ("_location", "_error") or dtype == pl.String:
+            continue
+        if dtype.is_nested() or dtype == pl.Struct:
+            casts.append(pl.col(name).map_elements(_nested_json, return_dtype=pl.String))
+        elif dtype == pl.Boolean:
+            casts.append(
+                pl.when(pl.col(name))
+                .then(pl.lit("true"))
+                .when(pl.col(name).not_())
+                .then(pl.lit("false"))
+                .alias(name)
+            )
+        else:
+            casts.append(pl.col(name).cast(pl.String))
+    return frame.with_columns(casts) if casts else frame
+
+
+def _nested_json(value) -> str:
+    return orjson.dumps(value.to_list() if isinstance(value, pl.Series) else value).decode()
+
+
+def _decode_lossy(data: bytes, encoding: str) -> tuple[str, bool]:
+    try:
+        return data.decode(encoding), True
+    except UnicodeDecodeError:
+        return data.decode(encoding, errors="replace"), False
+
+
+def _read_csv(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+    text, valid = _decode_lossy(path.read_bytes(), source.encoding)
+    try:
+        frame = pl.read_csv(io.StringIO(text), infer_schema=False, raise_if_empty=False)
+    except pl.exceptions.PolarsError as error:
+        raise DataError(
+            f"{path}: not a readable CSV file ({error}); fix or remove the file"
+        ) from None
+    _require_columns(path, frame, source)
+    bad = pl.lit(None, dtype=pl.String)
+    if not valid:  # rows holding a replacement character came from bytes that were not text
+        has_replacement = pl.any_horizontal(pl.col(pl.String).str.contains("\ufffd", literal=True))
+        bad = pl.when(has_replacement).then(pl.lit(reasons.INVALID_UTF8)).otherwise(bad)
+    return frame.with_columns(
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"), bad.alias("_error")
+    )
+
+
+def _read_parquet(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+    try:
+        frame = pl.read_parquet(path)
+    except Exception as error:
+        raise DataError(
+            f"{path}: not a readable Parquet file ({error}); fix or remove the file"
+        ) from None
+    _require_columns(path, frame, source)
+    text_type = frame.schema[source.fields.text]
+    if text_type != pl.String:
+        raise DataError(
+            f"{path}: column {source.fields.text!r} holds {text_type}, not text; "
+            f"map `fields.text` of source {source.name!r} to a string column"
+        )
+    timestamp = source.fields.timestamp
+    if timestamp and frame.schema[timestamp] == pl.Datetime:
+        # already typed: render as ISO 8601 so one parser handles every format
+        frame = frame.with_columns(pl.col(timestamp).dt.to_string("%Y-%m-%dT%H:%M:%S%.f%z"))
+    frame = _stringify(frame, source.fields)
+    return frame.with_columns(
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
+        pl.lit(None, dtype=pl.String).alias("_error"),
+    )
+
+
+def _require_columns(path: Path, frame: pl.DataFrame, source: SourceDeclaration) -> None:
+    wanted = list(_mapped(source.fields).values()) + source.fields.metadata
+    missing = [name for name in wanted if name not in frame.columns]
+    if missing:
+        raise DataError(
+            f"{path}: source {source.name!r} maps column(s) {', '.join(missing)} that the file "
+            f"does not have (it has: {', '.join(frame.columns)}); fix `fields` in the declaration"
+        )
+
+
+def _read_text(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+    text, valid = _decode_lossy(path.read_bytes(), source.encoding)
+    return pl.DataFrame(
+        {
+            "_location": [1],
+            "_error": [None if valid else reasons.INVALID_UTF8],
+            "text": [text if valid else None],
+            "path": [str(path)],
+        },
+        schema={"_location": pl.Int64, "_error": pl.String, "text": pl.String, "path": pl.String},
+    )
+
+
+_CHANGELOG_HEADER = re.compile(
+    r"^(?P<package>[a-z0-9][a-z0-9+.-]*) \((?P<version>[^()\s]+)\) (?P<distribution>[^;]*);(?P<options>.*)$"
+)
+_CHANGELOG_TRAILER = re.compile(r"^ -- (?P<maintainer>.*?) <(?P<email>[^>]*)>  (?P<date>.+?)\s*$")
+
+
+def _read_debian_changelog(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+    """Debian changelog entries: header, change lines, ` -- Name <email>  date` trailer."""
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as error:
+            raise DataError(
+                f"{path}: not a readable gzip file ({error}); reinstall or remove it"
+            ) from None
+    text, _ = _decode_lossy(data, source.encoding)
+    entries, current = [], None
+    for number, line in enumerate(text.split("\n"), start=1):
+        header = _CHANGELOG_HEADER.match(line)
+        if header:
+            if current is not None:  # a header before the previous entry's trailer
+                entries.append({**current, "_error": reasons.UNPARSEABLE_ENTRY})
+            urgency = re.search(r"urgency=(\w+)", header["options"])
+            current = {
+                "_location": number,
+                "_error": None,
+                "package": header["package"],
+                "version": header["version"],
+                "distribution": header["distribution"].strip(),
+                "urgency": urgency[1] if urgency else None,
+                "lines": [],
+            }
+            continue
+        if current is None:
+            continue  # text between entries (old-format notes, local variables)
+        trailer = _CHANGELOG_TRAILER.match(line)
+        if trailer:
+            current |= {
+                "maintainer": trailer["maintainer"],
+                "maintainer_email": trailer["email"],
+                "date": _rfc2822_to_iso(trailer["date"]),
+            }
+            entries.append(current)
+            current = None
+        else:
+            current["lines"].append(line)
+    if current is not None:
+        entries.append({**current, "_error": reasons.UNPARSEABLE_ENTRY})
+    for entry in entries:
+        body = "\n".join(entry.pop("lines"))
+        entry["changes"] = body if "\ufffd" not in body else None
+        if entry["changes"] is None and entry["_error"] is None:
+            entry["_error"] = reasons.INVALID_UTF8
+        entry["entry_id"] = f"{entry['package']}/{entry['version']}"
+    columns = [
+        "_location",
+        "_error",
+        "package",
+        "version",
+        "distribution",
+        "urgency",
+        "maintainer",
+        "maintainer_email",
+        "date",
+        "changes",
+        "entry_id",
+    ]
+    schema = {name: pl.Int64 if name == "_location" else pl.String for name in columns}
+    return pl.DataFrame(
+        [{name: entry.get(name) for name in columns} for entry in entries], schema=schema
+    )
+
+
+def _rfc2822_to_iso(value: str) -> str:
+    try:
+        return parsedate_to_datetime(value).isoformat()
+    except (TypeError, ValueError):
+        return value  # left for the timestamp parser to report

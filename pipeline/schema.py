@@ -1,0 +1,41 @@
+"""The canonical record schema every reader produces and every stage keeps."""
+
+from __future__ import annotations
+
+import polars as pl
+
+RECORD_SCHEMA = pl.Schema(
+    {
+        "record_id": pl.String,
+        "source": pl.String,
+        "location": pl.String,  # `relative/file:N`, N the line (jsonl, changelog) or data row
+        "text": pl.String,
+        "source_content_hash": pl.String,
+        "content_hash": pl.String,
+        "group": pl.String,
+        "timestamp": pl.Datetime("us", "UTC"),
+        "label": pl.String,
+        "license": pl.String,
+        "consent": pl.String,
+        "metadata": pl.String,  # a JSON object of the declared metadata fields
+    }
+)
+
+PUBLISHED_SCHEMA = pl.Schema({**RECORD_SCHEMA, "split": pl.String})
+
+LEDGER_SCHEMA = pl.Schema(
+    {
+        "record_id": pl.String,
+        "source": pl.String,
+        "stage": pl.String,
+        "action": pl.String,
+        "reason": pl.String,
+        "evidence": pl.String,  # JSON; never a secret in clear
+        "terminal": pl.Boolean,
+    }
+)
+
+
+def schema_description(schema: pl.Schema) -> list[dict[str, str]]:
+    """The schema as plain data, as written into manifests and hashed into dataset hashes."""
+    return [{"name": name, "type": str(dtype)} for name, dtype in schema.items()]

@@ -1,0 +1,33 @@
+"""The stage contract: `stage(frame, cfg, ctx) -> StageResult(frame, events, stats)`.
+
+A stage measures and decides. Catalog state it needs arrives in the RunContext as data,
+loaded by the flow; a stage never writes outside the run's folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.config import RunConfig
+
+
+@dataclass(frozen=True)
+class RunContext:
+    run_id: str
+    run_dir: Path
+    config: RunConfig
+    config_hash: str
+    parent_version: str | None = None
+    # record_id -> split of the parent version (columns: record_id, split), when one exists.
+    parent_splits: pl.LazyFrame | None = None
+
+
+@dataclass
+class StageResult:
+    frame: pl.LazyFrame
+    events: pl.DataFrame
+    stats: dict[str, Any] = field(default_factory=dict)
