@@ -1,7 +1,8 @@
 """Exact dedup: one record per normalized text (`content_hash`).
 
-Keep rule (deterministic, configurable through `dedup.keep`, applied in order):
-`earliest_timestamp` (records without one come last), `longest_text`, then always
+Keep rule (deterministic): a record published in the parent version always wins, so adding
+data never removes a published record; then the rules of `dedup.keep` in order:
+`earliest_timestamp` (records without one come last), `longest_text`, and always
 `lowest_record_id` as the final tie-break. Every other copy is dropped with reason
 `exact_duplicate` and evidence naming the kept record.
 """
@@ -41,6 +42,10 @@ def exact_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> Stage
         "timestamp",
         pl.col("text").str.len_chars().alias("_text_length"),
     )
+    if ctx.parent_splits is not None:
+        published = ctx.parent_splits.select("record_id", pl.lit(True).alias("_published"))
+        candidates = candidates.join(published, on="record_id", how="left")
+        keys, descending = [pl.col("_published").fill_null(False), *keys], [True, *descending]
     ranked = (
         candidates.sort(keys, descending=descending, nulls_last=True)
         .with_columns(pl.col("record_id").first().over("content_hash").alias("kept_record_id"))

@@ -73,7 +73,7 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
             seen_ids = pl.DataFrame(schema={"record_id": pl.String, "first_location": pl.String})
             rows_in = 0
             for path, name in source_files(source):
-                raw = read_file(path, source)
+                raw = read_file(path, name, source)
                 rows_in += raw.height
                 good, bad = to_records(raw, source, name)
                 bad_rows.append(bad)
@@ -134,7 +134,9 @@ def to_records(
         .then(record_key(source.name, pl.col("_id")))
         .otherwise(by_position)
     )
-    frame = frame.with_columns(error.alias("_error"), key.alias("_key"))
+    # Bad rows are identified by position: their id field cannot be trusted, and an id
+    # shared with a good row would give one identity two terminal events.
+    frame = frame.with_columns(error.alias("_error")).with_columns(key.alias("_key"))
     frame = frame.with_columns(
         xxh3_128_hex(frame["_key"]).alias("record_id"), pl.lit(source.name).alias("source")
     )

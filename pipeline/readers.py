@@ -27,7 +27,8 @@ _STRING_ONLY = ("text",)
 _SCALAR = ("id", "group", "timestamp", "label")
 
 
-def read_file(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+def read_file(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
+    """Read one file; `name` is its stable relative name (the id of a text file)."""
     reader = {
         "jsonl": _read_jsonl,
         "csv": _read_csv,
@@ -35,7 +36,7 @@ def read_file(path: Path, source: SourceDeclaration) -> pl.DataFrame:
         "text": _read_text,
         "debian_changelog": _read_debian_changelog,
     }[source.format]
-    return reader(path, source)
+    return reader(path, name, source)
 
 
 def _mapped(fields: FieldMapping) -> dict[str, str]:
@@ -45,7 +46,7 @@ def _mapped(fields: FieldMapping) -> dict[str, str]:
     return {role: name for role, name in roles.items() if name}
 
 
-def _read_jsonl(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+def _read_jsonl(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     data = path.read_bytes()
     try:
         text = data.decode(source.encoding)
@@ -181,7 +182,7 @@ def _decode_lossy(data: bytes, encoding: str) -> tuple[str, bool]:
         return data.decode(encoding, errors="replace"), False
 
 
-def _read_csv(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+def _read_csv(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     text, valid = _decode_lossy(path.read_bytes(), source.encoding)
     try:
         frame = pl.read_csv(io.StringIO(text), infer_schema=False, raise_if_empty=False)
@@ -199,7 +200,7 @@ def _read_csv(path: Path, source: SourceDeclaration) -> pl.DataFrame:
     )
 
 
-def _read_parquet(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+def _read_parquet(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     try:
         frame = pl.read_parquet(path)
     except Exception as error:
@@ -234,14 +235,14 @@ def _require_columns(path: Path, frame: pl.DataFrame, source: SourceDeclaration)
         )
 
 
-def _read_text(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+def _read_text(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     text, valid = _decode_lossy(path.read_bytes(), source.encoding)
     return pl.DataFrame(
         {
             "_location": [1],
             "_error": [None if valid else reasons.INVALID_UTF8],
             "text": [text if valid else None],
-            "path": [str(path)],
+            "path": [name],
         },
         schema={"_location": pl.Int64, "_error": pl.String, "text": pl.String, "path": pl.String},
     )
@@ -253,7 +254,7 @@ _CHANGELOG_HEADER = re.compile(
 _CHANGELOG_TRAILER = re.compile(r"^ -- (?P<maintainer>.*?) <(?P<email>[^>]*)>  (?P<date>.+?)\s*$")
 
 
-def _read_debian_changelog(path: Path, source: SourceDeclaration) -> pl.DataFrame:
+def _read_debian_changelog(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     """Debian changelog entries: header, change lines, ` -- Name <email>  date` trailer."""
     data = path.read_bytes()
     if path.suffix == ".gz":

@@ -1,0 +1,126 @@
+"""The catalog: migrated schema, atomic commit, latest per name, hash prefixes, open_version."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sqlite3
+
+import pytest
+from helpers import SMS_SOURCE, sms_rows, write_jsonl
+from sqlalchemy import inspect
+
+from data_catalog import tables
+from data_catalog.catalog import Catalog, open_version
+from pipeline.config import RunConfig, SourceDeclaration, config_hash
+from pipeline.errors import DataError
+from pipeline.ingest import ingest
+from pipeline.publish import StagedVersion, publish
+from pipeline.split import split
+from pipeline.stage import RunContext
+
+
+def stage(
+    root, sms_spam, name="sms", stop=300, run_id="run-1", parent=None
+) -> tuple[StagedVersion, RunConfig]:
+    write_jsonl(root / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, stop))
+    sources = [SourceDeclaration(**SMS_SOURCE, base_dir=str(root))]
+    cfg = RunConfig(name=name, workdir=str(root / "work"), sources=sources)
+    ctx = RunContext(
+        run_id=run_id, run_dir=root, config=cfg, config_hash=config_hash(cfg), parent_version=parent
+    )
+    frame = split(ingest(sources, ctx, root / f"in-{run_id}").frame, cfg.split, ctx).frame
+    staging = root / "work" / "datasets" / name / f".staging-{run_id}"
+    staging.mkdir(parents=True)
+    return publish(frame, cfg.publish, ctx, staging, extra={"code_version": "test"}), cfg
+
+
+def test_migrations_create_the_tables_the_queries_use(tmp_path):
+    catalog = Catalog.open(tmp_path)
+    inspector = inspect(catalog.engine)
+    for table in tables.metadata.sorted_tables:
+        assert {c["name"] for c in inspector.get_columns(table.name)} == {
+            c.name for c in table.columns
+        }
+    with sqlite3.connect(tmp_path / "catalog.db") as db:
+        assert db.execute("select version_num from alembic_version").fetchone() == ("0001_spine",)
+    Catalog.open(tmp_path)  # migrating again is a no-op
+
+
+def test_commit_moves_the_folder_then_writes_rows(tmp_path, sms_spam):
+    staged, cfg = stage(tmp_path, sms_spam)
+    catalog = Catalog.open(tmp_path / "work")
+    version, created = catalog.commit(staged, cfg.source_list)
+    assert created and not staged.path.exists()
+    assert version.path == f"datasets/sms/{staged.dataset_hash}" and version.records == 300
+    assert catalog.latest("sms") == version
+    assert [s["path"] for s in catalog.shards(version.dataset_hash)] == sorted(
+        s["path"] for s in staged.manifest["shards"]
+    )
+    (source,) = catalog.sources(version.dataset_hash)
+    assert (source["source"], source["license"], source["consent"]) == (
+        "sms",
+        "CC-BY-4.0",
+        "public-release",
+    )
+    assert catalog.version(staged.dataset_hash[:8]) == version
+    opened = open_version(tmp_path / "work", "sms")
+    assert opened.dataset_hash == staged.dataset_hash
+
+
+def test_committing_an_identical_version_changes_nothing(tmp_path, sms_spam):
+    staged, cfg = stage(tmp_path, sms_spam)
+    catalog = Catalog.open(tmp_path / "work")
+    first, _ = catalog.commit(staged, cfg.source_list)
+    manifest_before = (catalog.version_path(first) / "manifest.json").read_bytes()
+    again, cfg = stage(tmp_path, sms_spam, run_id="run-2")
+    second, created = catalog.commit(again, cfg.source_list)
+    assert not created and second == first and not again.path.exists()
+    assert (catalog.version_path(first) / "manifest.json").read_bytes() == manifest_before
+    assert len(catalog.versions("sms")) == 1
+
+
+def test_a_failed_catalog_write_leaves_no_version(tmp_path, sms_spam):
+    staged, cfg = stage(tmp_path, sms_spam)
+    broken = copy.deepcopy(staged.manifest)
+    broken["shards"].append(broken["shards"][0])  # violates unique (dataset_hash, path)
+    catalog = Catalog.open(tmp_path / "work")
+    with pytest.raises(Exception, match="UNIQUE"):
+        catalog.commit(StagedVersion(staged.path, broken, staged.events), cfg.source_list)
+    assert catalog.versions() == [] and catalog.latest("sms") is None
+    with pytest.raises(DataError, match="has no published version yet"):
+        open_version(tmp_path / "work", "sms")
+    # the next attempt replaces the orphaned folder and succeeds
+    retry, cfg = stage(tmp_path, sms_spam, run_id="run-2")
+    version, created = catalog.commit(retry, cfg.source_list)
+    assert (
+        created
+        and json.loads((catalog.version_path(version) / "manifest.json").read_text())["run_id"]
+        == "run-2"
+    )
+
+
+def test_latest_is_per_dataset_name_and_prefixes_must_be_unique(tmp_path, sms_spam):
+    catalog = Catalog.open(tmp_path / "work")
+    a, cfg = stage(tmp_path / "a", sms_spam, name="alpha", stop=100)
+    a_version, _ = Catalog.open(tmp_path / "a" / "work").commit(a, cfg.source_list)
+    catalog = Catalog.open(tmp_path / "a" / "work")
+    b, cfg = stage(tmp_path / "a", sms_spam, name="beta", stop=120, run_id="run-b")
+    b_version, _ = catalog.commit(b, cfg.source_list)
+    c, cfg = stage(
+        tmp_path / "a",
+        sms_spam,
+        name="alpha",
+        stop=140,
+        run_id="run-c",
+        parent=a_version.dataset_hash,
+    )
+    c_version, _ = catalog.commit(c, cfg.source_list)
+    assert catalog.latest("alpha").dataset_hash == c_version.dataset_hash
+    assert catalog.latest("beta").dataset_hash == b_version.dataset_hash
+    assert c_version.parent_hash == a_version.dataset_hash
+    assert catalog.version("latest", "alpha") == c_version
+    with pytest.raises(DataError, match="matches more than one version"):
+        catalog.version("")
+    with pytest.raises(DataError, match="no version 'ffffzz'"):
+        catalog.version("ffffzz")

@@ -1,0 +1,34 @@
+"""CLI behaviour that needs no flow run: config validation and error exits."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import SMS_SOURCE, write_project
+from typer.testing import CliRunner
+
+from flows.cli import app
+
+runner = CliRunner()
+
+
+def test_config_validate_accepts_a_good_config(tmp_path):
+    config = write_project(tmp_path, [SMS_SOURCE])
+    result = runner.invoke(app, ["config", "validate", str(config), "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["sources"] == ["sms"]
+
+
+def test_config_validate_explains_a_bad_config_and_exits_2(tmp_path):
+    config = write_project(
+        tmp_path, [{**SMS_SOURCE, "format": "xml"}], split={"fractions": {"train": 2}}
+    )
+    result = runner.invoke(app, ["config", "validate", str(config)])
+    assert result.exit_code == 2
+    assert "sources[0] (sms).format: Input should be" in result.stderr
+    assert "split.fractions: Value error, fractions must add up to 1" in result.stderr
+
+
+def test_catalog_commands_without_a_catalog_exit_2(tmp_path):
+    result = runner.invoke(app, ["catalog", "list", "--workdir", str(tmp_path / "none")])
+    assert result.exit_code == 2 and "no catalog at" in result.stderr

@@ -1,0 +1,164 @@
+"""End to end through the CLI and the Prefect flow, against one Prefect test server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
+from typer.testing import CliRunner
+
+from data_catalog.catalog import Catalog, open_version
+from flows.cli import app
+from pipeline import ledger
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+runner = CliRunner()
+
+
+def thresher(*args: str):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def run_json(config: Path) -> dict:
+    result = thresher("run", "--config", config, "--json")
+    assert result.exit_code == 0, result.stderr
+    (line,) = result.stdout.strip().splitlines()
+    return json.loads(line)
+
+
+def test_run_publishes_a_version_and_accounts_for_every_record(sms_project):
+    summary = run_json(sms_project)
+    workdir = sms_project.parent / "work"
+    assert summary["created"] and summary["parent_version"] is None
+    assert summary["records_in"] == 600 + 169  # SMS rows + changelog entries
+    assert (
+        summary["published"] + summary["dropped"] + summary["quarantined"] == summary["records_in"]
+    )
+    assert summary["reasons"]["dropped"]["exact_duplicate"] > 0
+    log = pl.scan_parquet(summary["paths"]["ledger"])
+    assert ledger.check_accounting(log, summary["records_in"])["published"] == summary["published"]
+    version = open_version(workdir, "test-set")
+    assert version.dataset_hash == summary["dataset_hash"]
+    published = pl.concat([frame.collect() for frame in version.splits.values()])
+    assert published.height == summary["published"] and published["content_hash"].is_unique().all()
+    assert (Path(summary["paths"]["version"]) / "ledger.parquet").exists()
+    run_dir = Path(summary["paths"]["run"])
+    assert not (run_dir / "stages").exists()  # intermediate record files are gone
+    assert (
+        json.loads((run_dir / "summary.json").read_text())["dataset_hash"]
+        == summary["dataset_hash"]
+    )
+    (run,) = Catalog.open(workdir).runs("test-set")
+    assert run["status"] == "succeeded" and run["dataset_hash"] == summary["dataset_hash"]
+
+
+def test_same_inputs_in_two_folders_give_the_same_dataset_hash(tmp_path, sms_spam):
+    hashes = []
+    for folder in ("first", "second"):
+        write_jsonl(tmp_path / folder / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 300))
+        hashes.append(run_json(write_project(tmp_path / folder, [SMS_SOURCE]))["dataset_hash"])
+    assert hashes[0] == hashes[1]
+
+
+def test_publishing_again_changes_nothing(sms_project):
+    first = run_json(sms_project)
+    manifest = Path(first["paths"]["manifest"])
+    before = (
+        manifest.read_bytes(),
+        sorted(p.stat().st_mtime_ns for p in manifest.parent.rglob("*.parquet")),
+    )
+    second = run_json(sms_project)
+    assert second["dataset_hash"] == first["dataset_hash"] and not second["created"]
+    assert (
+        manifest.read_bytes(),
+        sorted(p.stat().st_mtime_ns for p in manifest.parent.rglob("*.parquet")),
+    ) == before
+    catalog = Catalog.open(sms_project.parent / "work")
+    assert len(catalog.versions()) == 1
+    assert [run["created_version"] for run in catalog.runs()] == [1, 0]
+
+
+def test_added_data_keeps_every_existing_split(sms_project, sms_spam):
+    first = run_json(sms_project)
+    write_jsonl(sms_project.parent / "data" / "sms-2.jsonl", sms_rows(sms_spam, 600, 1500))
+    second = run_json(sms_project)
+    assert second["created"] and second["parent_version"] == first["dataset_hash"]
+    workdir = sms_project.parent / "work"
+
+    def membership(ref: str) -> pl.DataFrame:
+        version = open_version(workdir, "test-set", ref)
+        return pl.concat(
+            [frame.select("record_id", "split").collect() for frame in version.splits.values()]
+        )
+
+    old, new = membership(first["dataset_hash"]), membership(second["dataset_hash"])
+    joined = old.join(new, on="record_id", suffix="_new")
+    assert joined.height == old.height and (joined["split"] == joined["split_new"]).all()
+    assert new.height > old.height
+    assert "moved" not in json.dumps(second["reasons"])
+
+
+def test_catalog_verify_names_a_tampered_shard(sms_project):
+    summary = run_json(sms_project)
+    workdir = sms_project.parent / "work"
+    clean = thresher("catalog", "verify", summary["dataset_hash"][:10], "--workdir", workdir)
+    assert clean.exit_code == 0 and "shard(s) match" in clean.stderr
+    shard = next(Path(summary["paths"]["shards"]).glob("train/part-00000.parquet"))
+    table = pq.read_table(shard)
+    pq.write_table(table.slice(0, table.num_rows - 1), shard, compression="zstd")
+    result = thresher("catalog", "verify", summary["dataset_hash"], "--workdir", workdir, "--json")
+    assert result.exit_code == 1
+    (finding,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert (
+        finding["shard"] == "data/train/part-00000.parquet"
+        and finding["problem"] == "sha256 mismatch"
+    )
+    assert "data/train/part-00000.parquet" in result.stderr
+
+
+def test_catalog_list_and_show(sms_project):
+    summary = run_json(sms_project)
+    workdir = sms_project.parent / "work"
+    listed = thresher("catalog", "list", "--workdir", workdir, "--json")
+    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (
+        row["dataset_hash"] == summary["dataset_hash"]
+        and row["latest"]
+        and row["records"] == summary["published"]
+    )
+    shown = thresher(
+        "catalog", "show", summary["dataset_hash"][:12], "--config", sms_project, "--json"
+    )
+    details = json.loads(shown.stdout)
+    assert {s["source"]: s["license"] for s in details["sources"]} == {
+        "sms": "CC-BY-4.0",
+        "changelogs": "LicenseRef-Debian-package-terms",
+    }
+    assert sum(shard["rows"] for shard in details["shards"]) == summary["published"]
+    human = thresher("catalog", "show", summary["dataset_hash"][:12], "--workdir", workdir)
+    assert human.exit_code == 0 and "CC-BY-4.0" in human.stdout
+
+
+def test_a_failed_run_is_recorded_and_leaves_no_version(tmp_path):
+    config = write_project(tmp_path, [{**SMS_SOURCE, "location": "nowhere/*.jsonl"}])
+    result = thresher("run", "--config", config)
+    assert result.exit_code == 2
+    assert "source 'sms': location 'nowhere/*.jsonl' matches no file" in result.stderr
+    catalog = Catalog.open(tmp_path / "work")
+    (run,) = catalog.runs()
+    assert run["status"] == "failed" and "matches no file" in run["error"]
+    assert catalog.versions() == []
+    assert not list((tmp_path / "work" / "runs").glob("*/stages"))
+
+
+def test_init_scaffolds_a_project_that_runs(tmp_path):
+    result = thresher("init", tmp_path / "project")
+    assert result.exit_code == 0
+    summary = run_json(tmp_path / "project" / "thresher.yaml")
+    assert summary["records_in"] == 40 and summary["published"] + summary["dropped"] == 40
+    again = thresher("init", tmp_path / "project")
+    assert again.exit_code == 2 and "already exist" in again.stderr

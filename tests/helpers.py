@@ -1,0 +1,71 @@
+"""Helpers shared by the tests: real-data rows, source declarations, project builders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import polars as pl
+import yaml
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CHANGELOGS = FIXTURES / "debian"
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    return path
+
+
+def sms_rows(sms_spam: pl.DataFrame, start: int, stop: int) -> list[dict]:
+    """SMS messages as jsonl rows with a stable id, a label and a group (the message's row
+    block of 7, standing in for a sender) and a timestamp."""
+    rows = []
+    for row in sms_spam.slice(start, stop - start).iter_rows(named=True):
+        index = int(row["index"])
+        rows.append(
+            {
+                "id": f"sms-{index}",
+                "text": row["text"],
+                "label": "spam" if row["spam"] == "1" else "ham",
+                "sender": f"sender-{index // 7}",
+                "sent": f"2012-{1 + index % 12:02d}-{1 + index % 28:02d}T10:00:00Z",
+            }
+        )
+    return rows
+
+
+SMS_SOURCE = {
+    "name": "sms",
+    "location": "data/sms*.jsonl",
+    "format": "jsonl",
+    "fields": {
+        "text": "text",
+        "id": "id",
+        "label": "label",
+        "group": "sender",
+        "timestamp": "sent",
+    },
+    "license": "CC-BY-4.0",
+    "consent": "public-release",
+    "owner": "UCI Machine Learning Repository",
+}
+
+CHANGELOG_SOURCE = {
+    "name": "changelogs",
+    "location": str(CHANGELOGS / "*" / "changelog.Debian.gz"),
+    "format": "debian_changelog",
+    "license": "LicenseRef-Debian-package-terms",
+    "consent": "public-release",
+    "owner": "Debian maintainers",
+}
+
+
+def write_project(root: Path, sources: list[dict], name: str = "test-set", **sections) -> Path:
+    """A run config with inline sources under `root`; returns the config path."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = {"name": name, "workdir": "./work", "sources": sources, **sections}
+    path = root / "thresher.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path

@@ -1,0 +1,99 @@
+"""The run config: typed, strict, explained by file, line, section and field."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from helpers import SMS_SOURCE
+
+from pipeline.config import config_hash, load_run_config
+from pipeline.errors import ConfigError
+
+
+def write(path, data) -> str:
+    path.write_text(yaml.safe_dump(data, sort_keys=False) if not isinstance(data, str) else data)
+    return str(path)
+
+
+def test_a_sources_file_resolves_relative_to_itself(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cat").mkdir()
+    write(tmp_path / "cat" / "sources.yaml", {"sources": [SMS_SOURCE]})
+    cfg = load_run_config(
+        write(tmp_path / "cfg" / "run.yaml", {"name": "x", "sources": "../cat/sources.yaml"})
+    )
+    assert cfg.source_list[0].base_dir == str(tmp_path / "cat")
+    assert cfg.workdir == str(tmp_path / "cfg" / "work")
+    assert cfg.split.fractions == {"train": 0.8, "validation": 0.1, "test": 0.1}
+
+
+def test_errors_name_file_line_section_source_and_field(tmp_path):
+    text = """name: demo
+sources:
+  - name: sms
+    location: x.csv
+    format: csvv
+    license: CC-BY-4.0
+    consent: public-release
+    owner: UCI
+    colour: red
+split:
+  fractions: {train: 0.5, validation: 0.1}
+publsh: {shard_rows: 10}
+"""
+    with pytest.raises(ConfigError) as error:
+        load_run_config(write(tmp_path / "c.yaml", text))
+    message = str(error.value)
+    path = tmp_path / "c.yaml"
+    assert f"{path}:5: sources[0] (sms).format: Input should be 'jsonl', 'csv'" in message
+    assert f"{path}:9: sources[0] (sms).colour: unknown key" in message
+    assert (
+        f"{path}:11: split.fractions: Value error, fractions must add up to 1, they add up to 0.6"
+        in message
+    )
+    assert f"{path}:12: publsh: unknown key" in message
+
+
+def test_errors_in_a_sources_file_name_that_file(tmp_path):
+    write(
+        tmp_path / "s.yaml",
+        {"sources": [{**SMS_SOURCE, "consent": "maybe"}, {**SMS_SOURCE, "name": "Bad Name"}]},
+    )
+    with pytest.raises(
+        ConfigError, match=r"s.yaml:\d+: sources\[0\] \(sms\).consent: Input should be 'explicit'"
+    ):
+        load_run_config(write(tmp_path / "c.yaml", {"name": "x", "sources": "s.yaml"}))
+
+
+def test_missing_required_fields_and_bad_licenses_are_named(tmp_path):
+    source = {k: v for k, v in SMS_SOURCE.items() if k != "owner"} | {"license": "not a license!"}
+    with pytest.raises(ConfigError) as error:
+        load_run_config(write(tmp_path / "c.yaml", {"name": "x", "sources": [source]}))
+    assert "sources[0] (sms).owner: Field required" in str(error.value)
+    assert "sources[0] (sms).license: String should match pattern" in str(error.value)
+
+
+def test_duplicate_source_names_and_missing_files(tmp_path):
+    with pytest.raises(ConfigError, match="source names must be unique; repeated: sms"):
+        load_run_config(
+            write(tmp_path / "c.yaml", {"name": "x", "sources": [SMS_SOURCE, SMS_SOURCE]})
+        )
+    with pytest.raises(ConfigError, match=r"nope.yaml: no such file"):
+        load_run_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_run_config(write(tmp_path / "bad.yaml", "name: [unclosed"))
+
+
+def test_config_hash_ignores_paths_workdir_and_runner(tmp_path):
+    one = load_run_config(
+        write(tmp_path / "a.yaml", {"name": "x", "workdir": "w1", "sources": [SMS_SOURCE]})
+    )
+    moved = {**SMS_SOURCE, "location": "elsewhere/*.jsonl"}
+    two = load_run_config(
+        write(tmp_path / "b.yaml", {"name": "x", "workdir": "/tmp/w2", "sources": [moved]})
+    )
+    assert config_hash(one) == config_hash(two)
+    three = load_run_config(
+        write(tmp_path / "c.yaml", {"name": "x", "sources": [SMS_SOURCE], "split": {"salt": "s"}})
+    )
+    assert config_hash(three) != config_hash(one)

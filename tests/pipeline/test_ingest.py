@@ -1,0 +1,268 @@
+"""Ingest: every format into one schema, stable identities, and every bad-row class."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+import xxhash
+from helpers import CHANGELOG_SOURCE, CHANGELOGS, SMS_SOURCE, sms_rows, write_jsonl
+
+from pipeline import reasons
+from pipeline.config import RunConfig, SourceDeclaration, config_hash
+from pipeline.errors import DataError
+from pipeline.ingest import ingest
+from pipeline.schema import RECORD_SCHEMA
+from pipeline.stage import RunContext
+
+SEP = "\x1f"
+
+
+def xxh(value: str) -> str:
+    return xxhash.xxh3_128_hexdigest(value.encode())
+
+
+def run_ingest(root: Path, *declarations: dict):
+    sources = [SourceDeclaration(**{**d, "base_dir": str(root)}) for d in declarations]
+    cfg = RunConfig(name="t", workdir=str(root / "work"), sources=sources)
+    ctx = RunContext(run_id="r", run_dir=root / "work", config=cfg, config_hash=config_hash(cfg))
+    result = ingest(sources, ctx, root / "work" / "ingested")
+    return result.frame.collect(), result.events, result.stats
+
+
+def jsonl_source(**overrides) -> dict:
+    return {**SMS_SOURCE, "location": "in.jsonl", **overrides}
+
+
+def test_jsonl_records_have_the_canonical_schema_and_stable_ids(tmp_path, sms_spam):
+    rows = sms_rows(sms_spam, 0, 50)
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", rows)
+    records, events, stats = run_ingest(tmp_path, SMS_SOURCE)
+    assert records.schema == RECORD_SCHEMA
+    assert stats["records_in"] == 50 and events.height == 0
+    first = records.filter(pl.col("location") == "data/sms-1.jsonl:1").row(0, named=True)
+    assert first["record_id"] == xxh(f"sms{SEP}sms-0")
+    assert first["text"] == rows[0]["text"]
+    assert first["content_hash"] == first["source_content_hash"] == xxh(rows[0]["text"])
+    assert first["group"] == "sender-0" and first["label"] == "ham"
+    assert first["license"] == "CC-BY-4.0" and first["consent"] == "public-release"
+    assert str(first["timestamp"]) == "2012-01-01 10:00:00+00:00"
+    again, _, _ = run_ingest(tmp_path / "again" if False else tmp_path, SMS_SOURCE)
+    assert again["record_id"].sort().to_list() == records["record_id"].sort().to_list()
+
+
+def test_exact_duplicates_keep_distinct_record_ids(tmp_path, sms_spam):
+    rows = sms_rows(sms_spam, 0, 10)
+    rows.append({**rows[3], "id": "copy-of-3"})
+    write_jsonl(tmp_path / "in.jsonl", rows)
+    records, _, _ = run_ingest(tmp_path, jsonl_source())
+    copies = records.filter(pl.col("content_hash") == xxh(rows[3]["text"]))
+    assert copies.height == 2 and copies["record_id"].n_unique() == 2
+
+
+def test_without_an_id_field_identity_is_source_file_and_line(tmp_path, sms_spam):
+    write_jsonl(tmp_path / "in.jsonl", sms_rows(sms_spam, 0, 3))
+    fields = {"text": "text"}
+    records, _, _ = run_ingest(tmp_path, jsonl_source(fields=fields))
+    assert sorted(records["record_id"]) == sorted(
+        xxh(f"sms{SEP}in.jsonl{SEP}{n}") for n in (1, 2, 3)
+    )
+
+
+def test_text_is_nfc_and_whitespace_normalized(tmp_path):
+    write_jsonl(
+        tmp_path / "in.jsonl",
+        [
+            {"id": "a", "text": "  Cafe\u0301\u00a0 menu\r\n\r\n\r\n\r\nline  two\t\tend  "},
+            {"id": "b", "text": "already clean\nsecond line"},
+        ],
+    )
+    records, _, _ = run_ingest(tmp_path, jsonl_source(fields={"text": "text", "id": "id"}))
+    texts = dict(zip(records["location"], records["text"], strict=True))
+    assert texts["in.jsonl:1"] == "Caf\u00e9 menu\n\nline two end"
+    assert texts["in.jsonl:2"] == "already clean\nsecond line"
+
+
+def test_csv_parquet_and_text_files(tmp_path, sms_spam):
+    sms_spam.head(30).write_csv(tmp_path / "sms.csv")
+    parquet = sms_spam.slice(30, 20).with_columns(
+        pl.datetime(2020, 1, 2, time_zone="UTC").alias("sent"), pl.col("spam").cast(pl.Int64)
+    )
+    parquet.write_parquet(tmp_path / "sms.parquet")
+    for number, text in enumerate(sms_spam["text"].slice(50, 3)):
+        (tmp_path / "notes" / f"{number}.txt").parent.mkdir(exist_ok=True)
+        (tmp_path / "notes" / f"{number}.txt").write_text(text + "\n")
+    common = {"license": "CC-BY-4.0", "consent": "public-release", "owner": "UCI"}
+    records, events, stats = run_ingest(
+        tmp_path,
+        {
+            "name": "csv",
+            "location": "sms.csv",
+            "format": "csv",
+            "fields": {"text": "text", "id": "index", "label": "spam"},
+            **common,
+        },
+        {
+            "name": "pq",
+            "location": "sms.parquet",
+            "format": "parquet",
+            "fields": {"text": "text", "label": "spam", "timestamp": "sent"},
+            **common,
+        },
+        {"name": "notes", "location": "notes/*.txt", "format": "text", **common},
+    )
+    assert events.height == 0
+    assert stats["sources"] == {
+        "csv": {"records_in": 30},
+        "pq": {"records_in": 20},
+        "notes": {"records_in": 3},
+    }
+    by_source = records.group_by("source").len().sort("source")
+    assert by_source.rows() == [("csv", 30), ("notes", 3), ("pq", 20)]
+    csv_first = records.filter(pl.col("location") == "sms.csv:1").row(0, named=True)
+    assert csv_first["record_id"] == xxh(f"csv{SEP}0") and csv_first["label"] == "0"
+    pq = records.filter(pl.col("source") == "pq")
+    assert (
+        pq["timestamp"].unique().to_list() == [pq["timestamp"][0]]
+        and str(pq["timestamp"][0]) == "2020-01-02 00:00:00+00:00"
+    )
+    note = records.filter(pl.col("location") == "notes/0.txt:1").row(0, named=True)
+    assert (
+        note["record_id"] == xxh(f"notes{SEP}notes/0.txt")
+        and note["text"] == sms_spam["text"][50].strip()
+    )
+
+
+def test_debian_changelogs_become_dated_entries_grouped_by_maintainer(tmp_path):
+    records, events, stats = run_ingest(tmp_path, CHANGELOG_SOURCE)
+    trailers = sum(
+        gzip.decompress(path.read_bytes()).decode().count("\n -- ")
+        for path in CHANGELOGS.glob("*/changelog.Debian.gz")
+    )
+    assert stats["records_in"] == trailers and events.height == 0
+    sed_latest = records.filter(pl.col("record_id") == xxh(f"changelogs{SEP}sed/4.9-1")).row(
+        0, named=True
+    )
+    assert sed_latest["group"] == "clint@debian.org"
+    assert str(sed_latest["timestamp"]) == "2023-01-05 19:55:25+00:00"  # -0500 converted to UTC
+    assert (
+        sed_latest["text"]
+        == "* New upstream version.\n* Switch to bundled help2man for man page generation."
+    )
+    assert json.loads(sed_latest["metadata"]) == {
+        "distribution": "unstable",
+        "maintainer": "Clint Adams",
+        "package": "sed",
+        "urgency": "medium",
+        "version": "4.9-1",
+    }
+
+
+def test_every_bad_row_class_gets_its_reason_and_line(tmp_path):
+    lines = [
+        orjson.dumps({"id": "ok", "text": "a good message", "sent": "2020-01-01"}),  # 1
+        b'{"id": "broken", "text": "no closing brace"',  # 2 invalid_json
+        b'{"id": "latin", "text": "caf\xe9"}',  # 3 invalid_utf8
+        orjson.dumps({"id": "none"}),  # 4 missing_text
+        orjson.dumps({"id": "blank", "text": " \t\n "}),  # 5 empty_text
+        orjson.dumps({"id": "when", "text": "bad date", "sent": "the day after tomorrow"}),  # 6
+        orjson.dumps({"id": "number", "text": 5}),  # 7 wrong_type
+        orjson.dumps({"id": "object", "text": {"body": "x"}}),  # 8 wrong_type
+        orjson.dumps(["not", "an", "object"]),  # 9 wrong_type
+        b"",  # 10 blank lines are not records
+        orjson.dumps({"id": ["a"], "text": "list id"}),  # 11 wrong_type
+        orjson.dumps({"id": 7, "text": "numeric ids are fine", "sent": 1700000000}),  # 12
+    ]
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    fields = {"text": "text", "id": "id", "timestamp": "sent"}
+    records, events, stats = run_ingest(tmp_path, jsonl_source(fields=fields))
+    assert stats["records_in"] == 11 and records.height == 2
+    found = {
+        json.loads(e)["line"]: r for e, r in zip(events["evidence"], events["reason"], strict=True)
+    }
+    assert found == {
+        2: reasons.INVALID_JSON,
+        3: reasons.INVALID_UTF8,
+        4: reasons.MISSING_TEXT,
+        5: reasons.EMPTY_TEXT,
+        6: reasons.UNPARSEABLE_TIMESTAMP,
+        7: reasons.WRONG_TYPE,
+        8: reasons.WRONG_TYPE,
+        9: reasons.WRONG_TYPE,
+        11: reasons.WRONG_TYPE,
+    }
+    assert set(events["action"]) == {reasons.DROPPED} and events["terminal"].all()
+    assert all(json.loads(e)["file"] == "in.jsonl" for e in events["evidence"])
+    assert events["record_id"].to_list() == [
+        xxh(f"sms{SEP}in.jsonl{SEP}{n}") for n in sorted(found)
+    ]
+    numeric = records.filter(pl.col("record_id") == xxh(f"sms{SEP}7")).row(0, named=True)
+    assert str(numeric["timestamp"]) == "2023-11-14 22:13:20+00:00"
+
+
+def test_bad_rows_in_csv_and_text_files(tmp_path):
+    (tmp_path / "in.csv").write_bytes(b"id,text\n1,fine\n2,caf\xe9 au lait\n3,\n")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "bad.txt").write_bytes(b"\xff\xfe broken")
+    (tmp_path / "t" / "good.txt").write_text("a real note")
+    common = {"license": "MIT", "consent": "contract", "owner": "us"}
+    _, events, _ = run_ingest(
+        tmp_path,
+        {
+            "name": "c",
+            "location": "in.csv",
+            "format": "csv",
+            "fields": {"text": "text", "id": "id"},
+            **common,
+        },
+        {"name": "t", "location": "t/*.txt", "format": "text", **common},
+    )
+    found = {
+        (json.loads(e)["file"], json.loads(e).get("row", json.loads(e).get("line"))): r
+        for e, r in zip(events["evidence"], events["reason"], strict=True)
+    }
+    assert found == {
+        ("in.csv", 2): reasons.INVALID_UTF8,
+        ("in.csv", 3): reasons.MISSING_TEXT,
+        ("t/bad.txt", 1): reasons.INVALID_UTF8,
+    }
+
+
+def test_repeated_source_id_keeps_the_first_and_names_it(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [{"id": "x", "text": "first"}, {"id": "y", "text": "other"}])
+    write_jsonl(tmp_path / "b.jsonl", [{"id": "x", "text": "second with the same id"}])
+    records, events, _ = run_ingest(
+        tmp_path, jsonl_source(location="*.jsonl", fields={"text": "text", "id": "id"})
+    )
+    assert sorted(records["text"]) == ["first", "other"]
+    (event,) = events.iter_rows(named=True)
+    assert event["reason"] == reasons.DUPLICATE_SOURCE_ID
+    assert event["record_id"] == xxh(f"sms{SEP}b.jsonl{SEP}1")  # its own identity, by position
+    evidence = json.loads(event["evidence"])
+    assert evidence == {
+        "location": "b.jsonl:1",
+        "first_seen_at": "a.jsonl:1",
+        "first_record_id": xxh(f"sms{SEP}x"),
+    }
+
+
+def test_unusable_files_raise_errors_that_name_them(tmp_path):
+    pl.DataFrame({"text": [1, 2]}).write_parquet(tmp_path / "numbers.parquet")
+    common = {"license": "MIT", "consent": "contract", "owner": "us"}
+    with pytest.raises(DataError, match=r"numbers.parquet: column 'text' holds Int64"):
+        run_ingest(
+            tmp_path, {"name": "p", "location": "numbers.parquet", "format": "parquet", **common}
+        )
+    (tmp_path / "x.csv").write_text("body\nhello\n")
+    with pytest.raises(DataError, match=r"x.csv: source 'c' maps column\(s\) text .*it has: body"):
+        run_ingest(tmp_path, {"name": "c", "location": "x.csv", "format": "csv", **common})
+    with pytest.raises(
+        DataError, match=r"source 'gone': location 'missing/\*.jsonl' matches no file"
+    ):
+        run_ingest(
+            tmp_path, {"name": "gone", "location": "missing/*.jsonl", "format": "jsonl", **common}
+        )

@@ -1,0 +1,63 @@
+"""The accounting identity: in + generated = published + dropped + quarantined, once each."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from pipeline import ledger, reasons
+from pipeline.errors import AccountingError
+
+
+def events(*rows):
+    frame = pl.DataFrame([{"record_id": r, "source": "s"} for r, _ in rows])
+    parts = [
+        ledger.events(frame.slice(i, 1), stage="x", action=action, reason=None)
+        for i, (_, action) in enumerate(rows)
+    ]
+    return pl.concat(parts).lazy()
+
+
+def test_balanced_ledger_returns_counts():
+    log = events(
+        ("a", reasons.PUBLISHED),
+        ("b", reasons.DROPPED),
+        ("c", reasons.QUARANTINED),
+        ("a", reasons.EDITED),
+    )
+    assert ledger.check_accounting(log, records_in=3) == {
+        "published": 1,
+        "dropped": 1,
+        "quarantined": 1,
+    }
+
+
+def test_lost_record_fails_loudly():
+    with pytest.raises(
+        AccountingError, match=r"4 records in \+ 0 generated = 4, but 1 published \+ 1 dropped"
+    ):
+        ledger.check_accounting(
+            events(("a", reasons.PUBLISHED), ("b", reasons.DROPPED)), records_in=4
+        )
+
+
+def test_record_with_two_terminal_events_fails_loudly():
+    with pytest.raises(
+        AccountingError, match="1 record\\(s\\) have more than one terminal event \\(e.g. a\\)"
+    ):
+        ledger.check_accounting(
+            events(("a", reasons.PUBLISHED), ("a", reasons.DROPPED)), records_in=1
+        )
+
+
+def test_generated_records_count_on_the_input_side():
+    log = events(("a", reasons.PUBLISHED), ("a2", reasons.PUBLISHED))
+    assert ledger.check_accounting(log, records_in=1, generated=1)["published"] == 2
+
+
+def test_parts_are_consolidated_in_stage_order(tmp_path):
+    parts = tmp_path / "parts"
+    ledger.write_part(events(("b", reasons.PUBLISHED)).collect(), parts, "2-later")
+    ledger.write_part(events(("a", reasons.DROPPED)).collect(), parts, "1-first")
+    target = ledger.consolidate(parts, tmp_path / "ledger.parquet")
+    assert pl.read_parquet(target)["record_id"].to_list() == ["a", "b"] and not parts.exists()
