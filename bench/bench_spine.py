@@ -40,11 +40,14 @@ SEED = 20240611
 GENERATOR_VERSION = 1  # bump when the generated input changes
 DUPLICATE_FRACTION = 0.15
 GROUPS = 50_000
-CHANGELOG_PACKAGES = (
-    "bash coreutils dpkg tar gzip grep sed findutils util-linux login passwd debianutils "
-    "diffutils mawk dash e2fsprogs libc6 perl-base"
-).split()
-SCHEMA = {"id": pl.String, "text": pl.String, "group": pl.String, "ts": pl.String, "label": pl.String}
+CHANGELOG_PACKAGES = ["bash", "coreutils", "dpkg", "tar", "gzip", "grep", "sed", "findutils", "util-linux", "login", "passwd", "debianutils", "diffutils", "mawk", "dash", "e2fsprogs", "libc6", "perl-base"]
+SCHEMA = {
+    "id": pl.String,
+    "text": pl.String,
+    "group": pl.String,
+    "ts": pl.String,
+    "label": pl.String,
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,17 +110,27 @@ def build_records(n_records: int) -> pl.DataFrame:
     n_unique = n_records - round(n_records * DUPLICATE_FRACTION)
     j = np.arange(n_unique, dtype=np.int64)
     unique = pl.DataFrame(
-        {"b": (j % n_base).astype(np.uint32), "k": j // n_base, "kind": rng.integers(0, 7, n_unique)}
+        {
+            "b": (j % n_base).astype(np.uint32),
+            "k": j // n_base,
+            "kind": rng.integers(0, 7, n_unique),
+        }
     ).join(base, on="b", how="left", maintain_order="left")
-    unique = unique.select(_variant(pl.col("text"), pl.col("k"), pl.col("kind")).alias("text"), "label")
+    unique = unique.select(
+        _variant(pl.col("text"), pl.col("k"), pl.col("kind")).alias("text"), "label"
+    )
     copies = unique[rng.integers(0, n_unique, n_records - n_unique)]
     records = pl.concat([unique, copies])[rng.permutation(n_records)]
     seconds = rng.integers(1_420_070_400, 1_735_689_600, n_records)  # 2015-01-01 .. 2025-01-01
     return records.select(
         pl.format("r{}", pl.int_range(n_records).cast(pl.String).str.zfill(8)).alias("id"),
         "text",
-        pl.format("g{}", pl.Series(rng.integers(0, GROUPS, n_records)).cast(pl.String).str.zfill(5)).alias("group"),
-        pl.from_epoch(pl.Series(seconds), time_unit="s").dt.strftime("%Y-%m-%dT%H:%M:%SZ").alias("ts"),
+        pl.format(
+            "g{}", pl.Series(rng.integers(0, GROUPS, n_records)).cast(pl.String).str.zfill(5)
+        ).alias("group"),
+        pl.from_epoch(pl.Series(seconds), time_unit="s")
+        .dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+        .alias("ts"),
         "label",
     )
 
@@ -157,9 +170,7 @@ def describe_input(n_records: int) -> dict:
         "base_texts": base.height,
         "base_sms": base.filter(pl.col("label").is_in(["spam", "ham"])).height,
         "base_changelog_entries": base.filter(~pl.col("label").is_in(["spam", "ham"])).height,
-        "changelog_packages_found": sorted(
-            set(base["label"].unique().to_list()) - {"spam", "ham"}
-        ),
+        "changelog_packages_found": sorted(set(base["label"].unique().to_list()) - {"spam", "ham"}),
     }
 
 
@@ -269,7 +280,9 @@ def run_plain(data: Path, work: Path) -> dict:
     target = work / "unique.parquet"
     started = time.perf_counter()
     text = pl.col("text")
-    nfc = pl.when(text.str.contains(r"[^\x00-\x7F]")).then(text.str.normalize("NFC")).otherwise(text)
+    nfc = (
+        pl.when(text.str.contains(r"[^\x00-\x7F]")).then(text.str.normalize("NFC")).otherwise(text)
+    )
     fixed = (
         pl.col("text")
         .str.replace_all(r"\r\n?", "\n")
@@ -284,7 +297,10 @@ def run_plain(data: Path, work: Path) -> dict:
         .with_columns(nfc)
         .with_columns(whitespace)
         .with_columns(
-            pl.col("text").nchash.xxh3_128().map_batches(_hex128, return_dtype=pl.String).alias("content_hash")
+            pl.col("text")
+            .nchash.xxh3_128()
+            .map_batches(_hex128, return_dtype=pl.String)
+            .alias("content_hash")
         )
         .unique(subset="content_hash", keep="first")
         .sink_parquet(target, compression="zstd")
@@ -370,7 +386,9 @@ def main() -> None:
     rows = [("plain polars", args.files, plain), ("Thresher", args.files, thresher)]
     rows += [("Thresher", files, by_files[files]) for files in counts if files != args.files]
     print()
-    print(f"{'side':<14}{'files':>7}{'seconds':>10}{'records/s':>12}{'peak RSS MB':>13}  stages (s)")
+    print(
+        f"{'side':<14}{'files':>7}{'seconds':>10}{'records/s':>12}{'peak RSS MB':>13}  stages (s)"
+    )
     for side, files, result in rows:
         stages = " ".join(f"{k}={v}" for k, v in result.get("stage_seconds", {}).items())
         print(

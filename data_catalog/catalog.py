@@ -180,10 +180,14 @@ class Catalog:
                     created_at=created,
                 )
             )
-            connection.execute(
-                insert(tables.shards),
-                [{"dataset_hash": staged.dataset_hash, **shard} for shard in manifest["shards"]],
-            ) if manifest["shards"] else None
+            if manifest["shards"]:
+                connection.execute(
+                    insert(tables.shards),
+                    [
+                        {"dataset_hash": staged.dataset_hash, **shard}
+                        for shard in manifest["shards"]
+                    ],
+                )
             connection.execute(
                 insert(tables.version_sources),
                 [

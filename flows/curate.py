@@ -60,7 +60,7 @@ class RunPlan:
     def context(self) -> RunContext:
         parent_splits = None
         if self.parent_path is not None:
-            parent = read_version(self.parent_path)  # re-hashes its shards: trust nothing
+            parent = read_version(self.parent_path, verify=False)  # verified in plan_run
             parent_splits = pl.concat(
                 [frame.select("record_id", "split") for frame in parent.splits.values()]
             )
@@ -109,6 +109,8 @@ def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
     run_dir = Path(cfg.workdir) / "runs" / run_id
     run_dir.mkdir(parents=True)
     parent = catalog.latest(cfg.name)
+    if parent is not None:  # its splits decide ours: re-hash its shards once, trust nothing
+        read_version(catalog.version_path(parent), verify=True)
     digest = config_hash(cfg)
     (run_dir / "config.json").write_text(
         json.dumps({"config_hash": digest, "config": cfg.model_dump(mode="json")}, indent=2) + "\n"

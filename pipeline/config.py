@@ -246,26 +246,23 @@ def _explain(error: ValidationError, path: Path, root: Any, lines: dict, at: tup
 
 
 def _document_path(root: Any, loc: tuple) -> tuple | None:
-    """Drop pydantic's union-branch tags from an error location; None for a branch not taken."""
+    """Turn a pydantic error location into a path through the YAML document: drop union
+    branch tags (`list[SourceDeclaration]`, `str`); None for the error of a branch the
+    document did not take (`sources` given as a list, so its `str` branch is moot)."""
     path, node = [], root
     for part in loc:
-        if (
-            isinstance(node, dict)
-            and part in node
-            or isinstance(node, list)
-            and isinstance(part, int)
-            and part < len(node)
-        ):
+        present = (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and part < len(node)
+        )
+        if present:
             path.append(part)
             node = node[part]
-        elif part in ("str", "int", "float", "bool") and not isinstance(node, dict | list):
+        elif part == "str" and isinstance(node, list | dict):
+            return None
+        elif isinstance(part, str) and ("[" in part or part == "str"):
             continue
-        elif isinstance(part, str) and ("[" in part or part in ("str", "int")):
-            if part == "str" and isinstance(node, list | dict):
-                return None
-            continue
-        else:
-            path.append(part)  # a missing or unknown key: name it
+        else:  # a missing or unknown key: name it
+            path.append(part)
             node = None
     return tuple(path)
 

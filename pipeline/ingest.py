@@ -67,12 +67,12 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
     writer = _PartWriter(out_dir)
     bad_rows: list[pl.DataFrame] = []
     per_source: dict[str, dict[str, int]] = {}
-    files = [(source, path, name) for source in sources for path, name in source_files(source)]
-    with progress("ingest", len(files)) as advance:
+    files = {source.name: source_files(source) for source in sources}
+    with progress("ingest", sum(len(found) for found in files.values())) as advance:
         for source in sources:
             seen_ids = pl.DataFrame(schema={"record_id": pl.String, "first_location": pl.String})
             rows_in = 0
-            for path, name in source_files(source):
+            for path, name in files[source.name]:
                 raw = read_file(path, name, source)
                 rows_in += raw.height
                 good, bad = to_records(raw, source, name)

@@ -75,7 +75,7 @@ def _read_jsonl(path: Path, name: str, source: SourceDeclaration) -> pl.DataFram
             [(n, line) for (n, line), bad in zip(kept, suspicious, strict=True) if bad], source
         )
         frame = frame.filter(~suspicious).pipe(_stack, checked)
-    return _stringify(frame, source.fields)
+    return _stringify(frame)
 
 
 def _non_scalar_values(lines: pl.Series, fields: FieldMapping) -> pl.Series:
@@ -146,11 +146,11 @@ def _scalar_text(value) -> str:
 
 
 def _stack(*frames: pl.DataFrame) -> pl.DataFrame:
-    frames = [_stringify(frame, None) for frame in frames if frame.width]
+    frames = [_stringify(frame) for frame in frames if frame.width]
     return pl.concat(frames, how="diagonal_relaxed").sort("_location")
 
 
-def _stringify(frame: pl.DataFrame, fields: FieldMapping | None) -> pl.DataFrame:
+def _stringify(frame: pl.DataFrame) -> pl.DataFrame:
     """Every input field as a string (JSON for nested values), location and error as they are."""
     casts = []
     for name, dtype in frame.schema.items():
@@ -218,7 +218,7 @@ def _read_parquet(path: Path, name: str, source: SourceDeclaration) -> pl.DataFr
     if timestamp and frame.schema[timestamp] == pl.Datetime:
         # already typed: render as ISO 8601 so one parser handles every format
         frame = frame.with_columns(pl.col(timestamp).dt.to_string("%Y-%m-%dT%H:%M:%S%.f%z"))
-    frame = _stringify(frame, source.fields)
+    frame = _stringify(frame)
     return frame.with_columns(
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
         pl.lit(None, dtype=pl.String).alias("_error"),
