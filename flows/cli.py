@@ -38,6 +38,7 @@ WorkdirOption = Annotated[
         help="Work folder holding catalog.db (default: $THRESHER_WORKDIR or ./work).",
     ),
 ]
+RefArgument = Annotated[str, typer.Argument(help="Dataset hash or a unique prefix.")]
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help="Take the work folder from this run config.")
 ]
@@ -69,6 +70,14 @@ def _catalog(workdir: Path | None, config: Path | None):
             f"no catalog at {folder / CATALOG_FILE}; pass --workdir or --config, or run `thresher run` first"
         )
     return Catalog.open(folder)
+
+
+def _find_version(ref: str, workdir: Path | None, config: Path | None):
+    catalog = _catalog(workdir, config)
+    try:
+        return catalog, catalog.version(ref)
+    except ThresherError as error:
+        fail(str(error))
 
 
 @app.command()
@@ -191,17 +200,13 @@ def catalog_list(
 
 @catalog_app.command("show")
 def catalog_show(
-    ref: Annotated[str, typer.Argument(help="Dataset hash or a unique prefix.")],
+    ref: RefArgument,
     workdir: WorkdirOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show one version: lineage, sources and licenses, shards."""
-    catalog = _catalog(workdir, config)
-    try:
-        version = catalog.version(ref)
-    except ThresherError as error:
-        fail(str(error))
+    catalog, version = _find_version(ref, workdir, config)
     shards, sources = catalog.shards(version.dataset_hash), catalog.sources(version.dataset_hash)
     if as_json:
         emit(
@@ -246,7 +251,7 @@ def catalog_show(
 
 @catalog_app.command("verify")
 def catalog_verify(
-    ref: Annotated[str, typer.Argument(help="Dataset hash or a unique prefix.")],
+    ref: RefArgument,
     workdir: WorkdirOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
@@ -254,10 +259,9 @@ def catalog_verify(
     """Re-hash every shard of a version against its manifest and catalog; exit 1 on a mismatch."""
     from pipeline.reader import read_manifest, verify_shards
 
-    catalog = _catalog(workdir, config)
+    catalog, version = _find_version(ref, workdir, config)
+    path = catalog.version_path(version)
     try:
-        version = catalog.version(ref)
-        path = catalog.version_path(version)
         manifest = read_manifest(path)
     except ThresherError as error:
         fail(str(error))
