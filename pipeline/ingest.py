@@ -38,17 +38,21 @@ _TIMESTAMP_FORMATS = (
 
 
 def source_files(source: SourceDeclaration) -> list[tuple[Path, str]]:
-    """(path, stable relative name) for each file of a source, in a fixed order.
+    """(path, stable name) for each file of a source, in a fixed order.
 
-    Symbolic links to an already listed file are read once (Debian links the doc folders
-    of binary packages to their source package's).
+    The name is part of record identities and locations, so it must not depend on where a
+    machine keeps the data: files of relative locations are named relative to the sources
+    file's folder, files of absolute locations relative to their common folder. Symbolic
+    links to an already listed file are read once (Debian links the doc folders of binary
+    packages to their source package's).
     """
-    found: dict[str, tuple[Path, str]] = {}
+    by_target: dict[str, tuple[Path, bool]] = {}
     for pattern in source.patterns:
         absolute = os.path.isabs(pattern)
         full = pattern if absolute else os.path.join(source.base_dir, pattern)
-        matches = sorted(glob.glob(full, recursive=True))
-        matches = [match for match in matches if os.path.isfile(match)]
+        matches = [
+            match for match in sorted(glob.glob(full, recursive=True)) if os.path.isfile(match)
+        ]
         if not matches:
             raise DataError(
                 f"source {source.name!r}: location {pattern!r} matches no file"
@@ -56,9 +60,16 @@ def source_files(source: SourceDeclaration) -> list[tuple[Path, str]]:
                 "fix the location or remove the source"
             )
         for match in matches:
-            name = match if absolute else os.path.relpath(match, source.base_dir)
-            found.setdefault(os.path.realpath(match), (Path(match), name))
-    return sorted(found.values(), key=lambda item: item[1])
+            by_target.setdefault(os.path.realpath(match), (Path(match), absolute))
+    absolute_files = [str(path) for path, absolute in by_target.values() if absolute]
+    common = os.path.commonpath(absolute_files) if absolute_files else ""
+    if len(absolute_files) == 1:
+        common = os.path.dirname(common)
+    named = [
+        (path, os.path.relpath(path, common if absolute else source.base_dir))
+        for path, absolute in by_target.values()
+    ]
+    return sorted(named, key=lambda item: item[1])
 
 
 def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> StageResult:

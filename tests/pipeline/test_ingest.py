@@ -258,3 +258,23 @@ def test_unusable_files_raise_errors_that_name_them(tmp_path):
         run_ingest(
             tmp_path, {"name": "gone", "location": "missing/*.jsonl", "format": "jsonl", **common}
         )
+
+
+def test_identities_do_not_depend_on_where_a_machine_keeps_the_files(tmp_path, sms_spam):
+    ids = []
+    for machine in ("machine-a/opt/data", "machine-b/srv"):
+        folder = tmp_path / machine
+        write_jsonl(folder / "2012" / "sms.jsonl", sms_rows(sms_spam, 0, 5))
+        write_jsonl(folder / "2013" / "sms.jsonl", sms_rows(sms_spam, 5, 9))
+        records, _, _ = run_ingest(
+            tmp_path,
+            jsonl_source(location=str(folder / "*" / "sms.jsonl"), fields={"text": "text"}),
+        )
+        ids.append(sorted(zip(records["location"], records["record_id"], strict=True)))
+        single, _, _ = run_ingest(
+            tmp_path,
+            jsonl_source(location=str(folder / "2012" / "sms.jsonl"), fields={"text": "text"}),
+        )
+        assert single["location"][0] == "sms.jsonl:1"
+    assert ids[0] == ids[1]
+    assert ids[0][0] == ("2012/sms.jsonl:1", xxh(f"sms{SEP}2012/sms.jsonl{SEP}1"))
