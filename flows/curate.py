@@ -26,7 +26,7 @@ from data_catalog.catalog import CATALOG_FILE, Catalog
 from pipeline import ledger
 from pipeline.config import RunConfig, config_hash, load_run_config
 from pipeline.exact_dedup import exact_dedup
-from pipeline.ingest import ingest
+from pipeline.ingest import INTERMEDIATE_PARQUET, ingest
 from pipeline.publish import MANIFEST, StagedVersion, publish
 from pipeline.reader import read_version
 from pipeline.split import split
@@ -143,7 +143,7 @@ def _run_stage(
     result = stage(frame, stage_config, plan.context())
     out = plan.stage_dir(name)
     out.mkdir(parents=True, exist_ok=True)
-    result.frame.sink_parquet(out / "part-00000.parquet", compression="lz4")
+    result.frame.sink_parquet(out / "part-00000.parquet", **INTERMEDIATE_PARQUET)
     ledger.write_part(result.events, plan.ledger_dir, f"{order}-{name}")
     get_run_logger().info("%s: %s", name, json.dumps(result.stats))
     return {"path": str(out), "stats": result.stats}

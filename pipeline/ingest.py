@@ -26,6 +26,8 @@ from pipeline.stage import RunContext, StageResult
 
 STAGE = "ingest"
 PART_ROWS = 250_000
+# Run-folder files are read once and deleted: write speed matters more than size.
+INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
 
 _TIMESTAMP_FORMATS = (
     "%Y-%m-%dT%H:%M:%S%.f%#z",
@@ -81,26 +83,24 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
     files = {source.name: source_files(source) for source in sources}
     with progress("ingest", sum(len(found) for found in files.values())) as advance:
         for source in sources:
-            seen_ids = pl.DataFrame(schema={"record_id": pl.String, "first_location": pl.String})
             rows_in = 0
             for path, name in files[source.name]:
                 raw = read_file(path, name, source)
                 rows_in += raw.height
                 good, bad = to_records(raw, source, name)
                 bad_rows.append(bad)
-                good, repeated, seen_ids = _split_repeated_ids(good, seen_ids)
-                bad_rows.append(repeated)
                 writer.add(good)
                 advance(1)
             per_source[source.name] = {"records_in": rows_in}
     writer.flush()
-    events = pl.concat(bad_rows) if bad_rows else ledger.empty()
-    dropped_by_source = events.group_by("source").len()
-    for source_name, dropped in dropped_by_source.iter_rows():
+    repeats, repeat_events = _repeated_ids(writer.scan())
+    events = pl.concat([*bad_rows, repeat_events])
+    for source_name, dropped in events.group_by("source").len().iter_rows():
         per_source[source_name]["bad_rows"] = dropped
     records_in = sum(counts["records_in"] for counts in per_source.values())
     stats = {"records_in": records_in, "bad_rows": events.height, "sources": per_source}
-    return StageResult(frame=writer.scan(), events=events, stats=stats)
+    frame = writer.scan().join(repeats.lazy(), on=["record_id", "location"], how="anti")
+    return StageResult(frame=frame, events=events, stats=stats)
 
 
 def to_records(
@@ -205,38 +205,38 @@ def _metadata_json(raw: pl.DataFrame, names: list[str]) -> pl.Expr:
     return pl.struct(present).struct.json_encode()
 
 
-def _split_repeated_ids(
-    good: pl.DataFrame, seen: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Drop rows whose record_id came earlier in the source; return (kept, events, seen)."""
-    new_firsts = good.filter(good["record_id"].is_first_distinct()).select(
-        "record_id", pl.col("location").alias("first_location")
+def _repeated_ids(records: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Records whose id came earlier in their source (files in name order, then lines):
+    return their (record_id, location) and their `duplicate_source_id` events.
+
+    A repeat shares its id with the first occurrence; the ledger needs one id per input
+    record, so the repeat is identified by position instead, like a record without an id.
+    """
+    ids = records.select("record_id", "source", "location").collect()
+    repeats = ids.filter(~pl.col("record_id").is_first_distinct())
+    if repeats.height == 0:
+        return repeats.select("record_id", "location"), ledger.empty()
+    firsts = ids.filter(pl.col("record_id").is_first_distinct()).select(
+        "record_id", pl.col("location").alias("first_seen_at")
     )
-    firsts = pl.concat([seen, new_firsts]).unique("record_id", keep="first", maintain_order=True)
-    marked = good.join(firsts, on="record_id", how="left", maintain_order="left")
-    is_repeat = marked["first_location"] != marked["location"]
-    # A repeat shares its id with the first occurrence; the ledger needs one id per input
-    # record, so it is identified by position instead, like a record without an id field.
-    repeats = marked.filter(is_repeat)
+    repeats = repeats.join(firsts, on="record_id", how="left", maintain_order="left")
     by_position = pl.concat_str(
         pl.col("source"),
         pl.col("location").str.replace(r":([0-9]+)$", KEY_SEPARATOR + "$1"),
         separator=KEY_SEPARATOR,
     )
-    repeats = repeats.with_columns(
+    identified = repeats.with_columns(
         xxh3_128_hex(repeats.select(by_position).to_series()).alias("record_id"),
         pl.col("record_id").alias("first_record_id"),
     )
     events = ledger.events(
-        repeats,
+        identified,
         stage=STAGE,
         action=reasons.DROPPED,
         reason=reasons.DUPLICATE_SOURCE_ID,
-        evidence=pl.struct(
-            "location", pl.col("first_location").alias("first_seen_at"), "first_record_id"
-        ),
+        evidence=pl.struct("location", "first_seen_at", "first_record_id"),
     )
-    return good.filter(~is_repeat), events, firsts
+    return repeats.select("record_id", "location"), events
 
 
 class _PartWriter:
@@ -256,7 +256,7 @@ class _PartWriter:
         if not self.buffer:
             return
         pl.concat(self.buffer).write_parquet(
-            self.out_dir / f"part-{self.parts:05d}.parquet", compression="lz4"
+            self.out_dir / f"part-{self.parts:05d}.parquet", **INTERMEDIATE_PARQUET
         )
         self.buffer, self.rows, self.parts = [], 0, self.parts + 1
 

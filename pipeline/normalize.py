@@ -19,10 +19,11 @@ _NON_ASCII = r"[^\x00-\x7F]"
 
 
 def _fix_whitespace(text: pl.Series) -> pl.Series:
+    # Each pattern matches only what changes (single plain spaces are left alone): a regex
+    # replace costs per match, and ordinary text has a space every few characters.
     return (
-        text.str.replace_all(r"\r\n?", "\n")
-        .str.replace_all(rf"[{_HSPACE}]+", " ")
-        .str.replace_all(r" ?\n ?", "\n")
+        text.str.replace_all(rf"[{_HSPACE}]*(?:\r\n?|\n)[{_HSPACE}]*", "\n")
+        .str.replace_all(rf"[{_HSPACE}]{{2,}}|[{_HSPACE.replace(' ', '')}]", " ")
         .str.replace_all(r"\n{3,}", "\n\n")
         .str.strip_chars()
     )

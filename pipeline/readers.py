@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import re
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -47,124 +48,94 @@ def _mapped(fields: FieldMapping) -> dict[str, str]:
 
 
 def _read_jsonl(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
+    """Clean files go through polars' reader; a file with a blank line, a line that is not
+    a JSON object, invalid text, or a mapped field that may hold the wrong JSON type is read
+    line by line instead, so each bad line can be named."""
     data = path.read_bytes()
-    try:
-        text = data.decode(source.encoding)
-    except UnicodeDecodeError:
-        return _read_jsonl_carefully(path, source, data)
-    lines = text.split("\n")
-    kept = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
-    if not kept:
-        return pl.DataFrame(
-            {"_location": [], "_error": []}, schema={"_location": pl.Int64, "_error": pl.String}
-        )
-    try:
-        frame = pl.read_ndjson(
-            io.BytesIO("\n".join(line for _, line in kept).encode()), infer_schema_length=None
-        )
-    except Exception:  # a line that is not a JSON object: find it, line by line
-        return _read_jsonl_carefully(path, source, data)
-    frame = frame.with_columns(
-        pl.Series("_location", [number for number, _ in kept], dtype=pl.Int64),
-        pl.lit(None, dtype=pl.String).alias("_error"),
-    )
-    suspicious = _non_scalar_values(pl.Series([line for _, line in kept]), source.fields)
-    if suspicious.any():
-        # Only lines where a mapped field may hold the wrong JSON type are parsed in Python.
-        checked = _parse_lines(
-            [(n, line) for (n, line), bad in zip(kept, suspicious, strict=True) if bad], source
-        )
-        frame = frame.filter(~suspicious).pipe(_stack, checked)
-    return _stringify(frame)
+    if source.encoding.lower().replace("-", "").replace("_", "") == "utf8":
+        try:
+            text = pl.Series([data], dtype=pl.Binary).cast(pl.String)
+        except pl.exceptions.ComputeError:  # not UTF-8
+            return _read_jsonl_by_line(data, source)
+        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        if not text.str.contains(_wrong_type_pattern(source.fields)).item():
+            try:
+                frame = pl.read_ndjson(
+                    io.BytesIO(data), schema=dict.fromkeys(_wanted(source.fields), pl.String)
+                )
+            except pl.exceptions.PolarsError:
+                frame = None  # a line that is not a JSON object: find it line by line
+            if frame is not None and frame.height == lines:  # no blank lines: row n is line n
+                return frame.with_columns(
+                    pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
+                    pl.lit(None, dtype=pl.String).alias("_error"),
+                )
+    return _read_jsonl_by_line(data, source)
 
 
-def _non_scalar_values(lines: pl.Series, fields: FieldMapping) -> pl.Series:
-    """True for lines where a mapped key is followed by something other than a JSON string
-    (for text) or a JSON scalar (for the others). Nested keys can match too: those lines are
-    only checked more carefully, never flagged on this alone."""
-    mapped = _mapped(fields)
-    patterns = []
-    for role, name in mapped.items():
-        key = re.escape(orjson.dumps(name).decode())
+def _wanted(fields: FieldMapping) -> list[str]:
+    return list(dict.fromkeys([*_mapped(fields).values(), *fields.metadata]))
+
+
+def _wrong_type_pattern(fields: FieldMapping) -> str:
+    """Matches a mapped key followed by something other than a JSON string (for text) or
+    a JSON scalar (for the other roles). Nested keys of the same name can match too: such
+    files are only read more carefully, never flagged on this alone."""
+    alternatives = []
+    for role, name in _mapped(fields).items():
         follower = r'[^"\s]' if role in _STRING_ONLY else r"[\[{]"
-        patterns.append(rf"{key}\s*:\s*{follower}")
-    if not patterns:
-        return pl.Series([False] * len(lines))
-    return lines.str.contains("|".join(patterns))
+        alternatives.append(re.escape(orjson.dumps(name).decode()) + r"\s*:\s*" + follower)
+    return "|".join(alternatives)
 
 
-def _read_jsonl_carefully(path: Path, source: SourceDeclaration, data: bytes) -> pl.DataFrame:
-    good, rows = [], []
+def _read_jsonl_by_line(data: bytes, source: SourceDeclaration) -> pl.DataFrame:
+    mapped = _mapped(source.fields)
+    wanted = _wanted(source.fields)
+    rows = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
+        row: dict = {"_location": number, "_error": None}
         try:
             line = raw.decode(source.encoding)
         except UnicodeDecodeError:
-            rows.append({"_location": number, "_error": reasons.INVALID_UTF8})
+            rows.append(row | {"_error": reasons.INVALID_UTF8})
             continue
-        if line.strip():
-            good.append((number, line))
-    return _stack(
-        _parse_lines(good, source),
-        pl.DataFrame(rows, schema={"_location": pl.Int64, "_error": pl.String}),
-    )
-
-
-def _parse_lines(lines: list[tuple[int, str]], source: SourceDeclaration) -> pl.DataFrame:
-    mapped = _mapped(source.fields)
-    wanted = set(mapped.values()) | set(source.fields.metadata)
-    rows = []
-    for number, line in lines:
-        row: dict = {"_location": number, "_error": None}
+        if not line.strip():
+            continue  # blank lines are not records
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
-            value = None
-            row["_error"] = reasons.INVALID_JSON
-        if row["_error"] is None and not isinstance(value, dict):
-            row["_error"] = reasons.WRONG_TYPE
-        if row["_error"] is None:
-            for role, name in mapped.items():
-                field = value.get(name)
-                allowed = (str,) if role in _STRING_ONLY else (str, int, float, bool)
-                if field is not None and not isinstance(field, allowed):
-                    row["_error"] = reasons.WRONG_TYPE
-                row[name] = None if field is None else _scalar_text(field)
-            for name in wanted - set(mapped.values()):
-                field = value.get(name)
-                row[name] = None if field is None else _scalar_text(field)
-        rows.append(row)
-    schema = {"_location": pl.Int64, "_error": pl.String} | {name: pl.String for name in wanted}
+            rows.append(row | {"_error": reasons.INVALID_JSON})
+            continue
+        if not isinstance(value, dict):
+            rows.append(row | {"_error": reasons.WRONG_TYPE})
+            continue
+        for role, field in mapped.items():
+            allowed = (str,) if role in _STRING_ONLY else (str, int, float, bool)
+            if value.get(field) is not None and not isinstance(value[field], allowed):
+                row["_error"] = reasons.WRONG_TYPE
+        rows.append(row | {field: _as_text(value.get(field)) for field in wanted})
+    schema = {"_location": pl.Int64, "_error": pl.String} | dict.fromkeys(wanted, pl.String)
     return pl.DataFrame(rows, schema=schema)
 
 
-def _scalar_text(value) -> str:
-    if isinstance(value, str):
+def _as_text(value) -> str | None:
+    """A JSON value as the fast reader renders it: strings as they are, the rest as JSON."""
+    if value is None or isinstance(value, str):
         return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return orjson.dumps(value).decode()
-
-
-def _stack(*frames: pl.DataFrame) -> pl.DataFrame:
-    frames = [_stringify(frame) for frame in frames if frame.width]
-    return pl.concat(frames, how="diagonal_relaxed").sort("_location")
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _stringify(frame: pl.DataFrame) -> pl.DataFrame:
-    """Every input field as a string (JSON for nested values), location and error as they are."""
+    """Every input field as a string (JSON for nested values); location and error as they are."""
     casts = []
     for name, dtype in frame.schema.items():
         if name in ("_location", "_error") or dtype == pl.String:
             continue
-        if dtype.is_nested() or dtype == pl.Struct:
+        if dtype.is_nested():
             casts.append(pl.col(name).map_elements(_nested_json, return_dtype=pl.String))
         elif dtype == pl.Boolean:
             casts.append(
-                pl.when(pl.col(name))
-                .then(pl.lit("true"))
-                .when(pl.col(name).not_())
-                .then(pl.lit("false"))
-                .alias(name)
+                pl.col(name).replace_strict({True: "true", False: "false"}, return_dtype=pl.String)
             )
         else:
             casts.append(pl.col(name).cast(pl.String))
@@ -172,7 +143,9 @@ def _stringify(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _nested_json(value) -> str:
-    return orjson.dumps(value.to_list() if isinstance(value, pl.Series) else value).decode()
+    return json.dumps(
+        value.to_list() if isinstance(value, pl.Series) else value, ensure_ascii=False
+    )
 
 
 def _decode_lossy(data: bytes, encoding: str) -> tuple[str, bool]:
