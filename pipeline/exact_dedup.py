@@ -35,13 +35,10 @@ def exact_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> Stage
     if not cfg.exact:
         return StageResult(frame=frame, events=ledger.empty(), stats={"exact_duplicates": 0})
     keys, descending = keep_order(cfg.keep)
-    candidates = frame.select(
-        "record_id",
-        "source",
-        "content_hash",
-        "timestamp",
-        pl.col("text").str.len_chars().alias("_text_length"),
-    )
+    columns = [pl.col("record_id", "source", "content_hash", "timestamp")]
+    if "longest_text" in cfg.keep:  # read the text only when a rule needs it
+        columns.append(pl.col("text").str.len_chars().alias("_text_length"))
+    candidates = frame.select(columns)
     if ctx.parent_splits is not None:
         published = ctx.parent_splits.select("record_id", pl.lit(True).alias("_published"))
         candidates = candidates.join(published, on="record_id", how="left")

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from pipeline import ledger, reasons
 from pipeline.config import SPLITS, PublishConfig
@@ -77,22 +76,19 @@ def write_shards(
             .collect()
         )
         counts[split_name] = records.height
-        membership[split_name] = hashlib.sha256(
-            "\n".join(records["record_id"]).encode()
-        ).hexdigest()
+        ids = records["record_id"].str.join("\n").item() if records.height else ""
+        membership[split_name] = hashlib.sha256(ids.encode()).hexdigest()
         for number, start in enumerate(range(0, records.height, cfg.shard_rows)):
             relative = f"data/{split_name}/part-{number:05d}.parquet"
             target = out_dir / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(
-                records.slice(start, cfg.shard_rows).to_arrow(),
+            records.slice(start, cfg.shard_rows).write_parquet(
                 target,
-                compression=compression,
+                compression=compression or "uncompressed",
                 compression_level=cfg.compression_level
                 if compression in ("zstd", "gzip")
                 else None,
                 row_group_size=_ROW_GROUP_ROWS,
-                write_statistics=True,
             )
             shards.append(
                 {
