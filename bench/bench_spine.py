@@ -204,7 +204,29 @@ def describe_input(n_records: int) -> dict:
 # The two sides, each run in a fresh subprocess
 
 
+def _peak_rss_mb() -> float | None:
+    """This process's peak RSS since the last reset (Linux VmHWM), in MiB."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> None:
+    """Start a new peak-RSS window, so each stage's own peak can be read (Linux only)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+    except OSError:
+        pass
+
+
 def run_thresher(data: Path, work: Path) -> dict:
+    from pipeline import ingest as ingest_module
     from pipeline import ledger
     from pipeline.config import RunConfig, SourceDeclaration, config_hash
     from pipeline.exact_dedup import exact_dedup
@@ -229,23 +251,30 @@ def run_thresher(data: Path, work: Path) -> dict:
     stages = work / "stages"
     seconds: dict[str, float] = {}
 
+    # the writer settings flows/curate.py uses for run-folder files
+    intermediate = getattr(ingest_module, "INTERMEDIATE_PARQUET", {"compression": "lz4"})
+
     def stage_step(name: str, order: int, stage, stage_cfg, input_stage: str) -> dict:
         # what flows/curate.py `_run_stage` does
         frame = pl.scan_parquet(stages / input_stage / "*.parquet")
         result = stage(frame, stage_cfg, ctx)
         out = stages / name
         out.mkdir(parents=True, exist_ok=True)
-        result.frame.sink_parquet(out / "part-00000.parquet", compression="lz4")
+        result.frame.sink_parquet(out / "part-00000.parquet", **intermediate)
         ledger.write_part(result.events, ledger_dir, f"{order}-{name}")
         return result.stats
 
+    peak_mb: dict[str, float] = {}
+    _reset_peak_rss()
     started = last = time.perf_counter()
 
     def lap(name: str) -> None:
         nonlocal last
         now = time.perf_counter()
         seconds[name] = round(now - last, 3)
-        last = now
+        peak_mb[name] = _peak_rss_mb()
+        _reset_peak_rss()
+        last = time.perf_counter()
 
     ingested = ingest(cfg.source_list, ctx, stages / "ingest")
     ledger.write_part(ingested.events, ledger_dir, "1-ingest")
@@ -269,6 +298,7 @@ def run_thresher(data: Path, work: Path) -> dict:
     return {
         "seconds": round(total, 3),
         "stage_seconds": seconds,
+        "stage_peak_rss_mb": peak_mb,
         "records_in": ingested.stats["records_in"],
         "bad_rows": ingested.stats["bad_rows"],
         "exact_duplicates": dedup_stats["exact_duplicates"],
@@ -357,7 +387,10 @@ def measure(side: str, data: Path, label: str) -> dict:
         raise SystemExit(f"{label}: the {side} worker failed with exit code {process.returncode}")
     result = json.loads(result_path.read_text())
     result["process_seconds"] = round(time.perf_counter() - started, 3)
-    result["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # ru_maxrss is in KiB on Linux
+    # ru_maxrss is in KiB on Linux; the stage windows reset the kernel's high-water mark, so
+    # the process peak is the highest of it and the stages' own peaks
+    stage_peaks = [peak for peak in result.get("stage_peak_rss_mb", {}).values() if peak]
+    result["peak_rss_mb"] = round(max([usage.ru_maxrss / 1024, *stage_peaks]), 1)
     result["label"] = label
     return result
 
@@ -369,6 +402,51 @@ def content_hashes(pattern: str) -> pl.Series:
 # ---------------------------------------------------------------------------------------------
 
 
+def _code_version() -> str:
+    """The commit measured, marked dirty when pipeline/ has uncommitted changes."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "pipeline"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return f"{commit}{' (pipeline/ modified)' if dirty else ''}" if commit else "unknown"
+
+
+def _median_run(runs: list[dict]) -> dict:
+    """The run with the median time, with the spread and the highest peak RSS of all runs."""
+    ordered = sorted(runs, key=lambda run: run["seconds"])
+    chosen = dict(ordered[len(ordered) // 2])
+    chosen["all_seconds"] = [run["seconds"] for run in runs]
+    chosen["peak_rss_mb"] = max(run["peak_rss_mb"] for run in runs)
+    return chosen
+
+
+def _markdown(rows: list[tuple[str, int, dict]], n: int, plain_seconds: float) -> str:
+    lines = [
+        "| side | files | seconds (median) | records/s | × plain | peak RSS MB "
+        "| ingest / dedup / split / publish s | stage peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for side, files, result in rows:
+        stages = " / ".join(f"{v:.1f}" for v in result.get("stage_seconds", {}).values())
+        peaks = " / ".join(f"{v:,.0f}" for v in result.get("stage_peak_rss_mb", {}).values() if v)
+        runs = result.get("all_seconds", [result["seconds"]])
+        spread = f" ({min(runs):.1f}–{max(runs):.1f})" if len(runs) > 1 else ""
+        lines.append(
+            f"| {side} | {files} | {result['seconds']:.1f}{spread} | {n / result['seconds']:,.0f} "
+            f"| {result['seconds'] / plain_seconds:.2f} | {result['peak_rss_mb']:,.0f} "
+            f"| {stages or '—'} | {peaks or '—'} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -378,7 +456,12 @@ def main() -> None:
         default="10,500",
         help="further file counts for the Thresher side only (same records), comma-separated",
     )
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each side in the side-by-side (median)"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=OUT / "figures.json", help="where to write the figures"
+    )
     parser.add_argument("--worker", choices=["thresher", "plain"], help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -393,52 +476,53 @@ def main() -> None:
     layouts = {files: input_dir(n, files) for files in dict.fromkeys([args.files, *counts])}
     described = describe_input(n)
     main_dir = layouts[args.files]
+    os.sync()  # freshly written input must not be flushed to disk during a timed run
     print(f"input: {json.dumps(described)}", file=sys.stderr)
 
-    plain = measure("plain", main_dir, f"plain-f{args.files}")
-    thresher = measure("thresher", main_dir, f"thresher-f{args.files}")
-    published = content_hashes(thresher["output"])
-    unique = content_hashes(plain["output"])
-    if not published.equals(unique):
-        raise SystemExit(
-            f"the two sides disagree: Thresher published {published.len():,} texts, "
-            f"the plain script kept {unique.len():,} (or different ones)"
-        )
+    plain_runs, thresher_runs = [], []
+    for number in range(args.repeat):  # interleaved, so drift in the machine hits both sides
+        print(f"side by side, run {number + 1} of {args.repeat} …", file=sys.stderr)
+        plain_runs.append(measure("plain", main_dir, f"plain-f{args.files}-{number}"))
+        thresher_runs.append(measure("thresher", main_dir, f"thresher-f{args.files}-{number}"))
+        published = content_hashes(thresher_runs[-1]["output"])
+        unique = content_hashes(plain_runs[-1]["output"])
+        if not published.equals(unique):
+            raise SystemExit(
+                f"the two sides disagree: Thresher published {published.len():,} texts, "
+                f"the plain script kept {unique.len():,} (or different ones)"
+            )
+        shutil.rmtree(OUT / "work", ignore_errors=True)
+    plain, thresher = _median_run(plain_runs), _median_run(thresher_runs)
     by_files = {args.files: thresher}
     for files in counts:
         if files not in by_files:
+            print(f"Thresher on {files} files …", file=sys.stderr)
             by_files[files] = measure("thresher", layouts[files], f"thresher-f{files}")
+            shutil.rmtree(OUT / "work", ignore_errors=True)
 
     rows = [("plain polars", args.files, plain), ("Thresher", args.files, thresher)]
     rows += [("Thresher", files, by_files[files]) for files in counts if files != args.files]
-    print()
-    print(
-        f"{'side':<14}{'files':>7}{'seconds':>10}{'records/s':>12}{'peak RSS MB':>13}  stages (s)"
-    )
-    for side, files, result in rows:
-        stages = " ".join(f"{k}={v}" for k, v in result.get("stage_seconds", {}).items())
-        print(
-            f"{side:<14}{files:>7}{result['seconds']:>10.2f}{n / result['seconds']:>12,.0f}"
-            f"{result['peak_rss_mb']:>13,.0f}  {stages}"
-        )
     ratio = thresher["seconds"] / plain["seconds"]
-    print(f"\nThresher / plain (time): {ratio:.2f}x   goal: <= 1.5x")
+    print()
+    print(_markdown(rows, n, plain["seconds"]))
+    print(f"\nThresher / plain (time): {ratio:.2f}x   goal: <= 1.5x   code: {_code_version()}")
     print(f"unique texts: {unique.len():,} of {n:,} records (both sides agree)")
-    if args.json:
-        figures = {
-            "machine": {
-                "cpus": os.cpu_count(),
-                "polars_threads": pl.thread_pool_size(),
-                "python": platform.python_version(),
-                "polars": pl.__version__,
-            },
-            "input": described,
-            "unique_texts": unique.len(),
-            "ratio_time": round(ratio, 3),
-            "runs": [{"side": side, "files": files, **result} for side, files, result in rows],
-        }
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    shutil.rmtree(OUT / "work", ignore_errors=True)
+    figures = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "polars_threads": pl.thread_pool_size(),
+            "python": platform.python_version(),
+            "polars": pl.__version__,
+        },
+        "code": _code_version(),
+        "input": described,
+        "unique_texts": unique.len(),
+        "ratio_time": round(ratio, 3),
+        "runs": [{"side": side, "files": files, **result} for side, files, result in rows],
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"figures: {args.json}", file=sys.stderr)
 
 
 if __name__ == "__main__":

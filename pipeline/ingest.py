@@ -179,7 +179,7 @@ def parse_timestamps(value: pl.Expr, fmt: str | None) -> pl.Expr:
     attempts = [value.str.to_datetime(f, strict=False, time_unit="us") for f in formats]
     # formats with a zone parse to UTC already; the rest are naive and taken as UTC
     attempts = [
-        parsed if "z" in f else parsed.dt.replace_time_zone("UTC")
+        parsed if "%z" in f or "%#z" in f else parsed.dt.replace_time_zone("UTC")
         for parsed, f in zip(attempts, formats, strict=True)
     ]
     if not fmt:
