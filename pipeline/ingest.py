@@ -26,6 +26,7 @@ from pipeline.stage import RunContext, StageResult
 
 STAGE = "ingest"
 PART_ROWS = 250_000
+BATCH_ROWS = 100_000  # small files are mapped together: each mapping has a fixed cost
 # Run-folder files are read once and deleted: write speed matters more than size.
 INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
 
@@ -83,30 +84,38 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
     files = {source.name: source_files(source) for source in sources}
     with progress("ingest", sum(len(found) for found in files.values())) as advance:
         for source in sources:
+            batch: list[pl.DataFrame] = []
             rows_in = 0
             for path, name in files[source.name]:
-                raw = read_file(path, name, source)
+                raw = read_file(path, name, source).with_columns(pl.lit(name).alias("_file"))
                 rows_in += raw.height
-                good, bad = to_records(raw, source, name)
-                bad_rows.append(bad)
-                writer.add(good)
+                batch.append(raw)
+                if sum(part.height for part in batch) >= BATCH_ROWS:
+                    bad_rows.append(writer.add(*to_records(_stack(batch), source)))
+                    batch = []
                 advance(1)
+            if batch:
+                bad_rows.append(writer.add(*to_records(_stack(batch), source)))
             per_source[source.name] = {"records_in": rows_in}
     writer.flush()
     repeats, repeat_events = _repeated_ids(writer.scan())
+    writer.remove(repeats)
     events = pl.concat([*bad_rows, repeat_events])
     for source_name, dropped in events.group_by("source").len().iter_rows():
         per_source[source_name]["bad_rows"] = dropped
     records_in = sum(counts["records_in"] for counts in per_source.values())
     stats = {"records_in": records_in, "bad_rows": events.height, "sources": per_source}
-    frame = writer.scan().join(repeats.lazy(), on=["record_id", "location"], how="anti")
-    return StageResult(frame=frame, events=events, stats=stats)
+    return StageResult(frame=writer.scan(), events=events, stats=stats)
 
 
-def to_records(
-    raw: pl.DataFrame, source: SourceDeclaration, file_name: str
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Map a raw frame to canonical records; return (good records, bad-row events)."""
+def _stack(raws: list[pl.DataFrame]) -> pl.DataFrame:
+    # files of one source can differ in columns (a field absent from a whole file)
+    return raws[0] if len(raws) == 1 else pl.concat(raws, how="diagonal_relaxed")
+
+
+def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Map raw rows (of one or more files, named in `_file`) to canonical records;
+    return (good records, bad-row events)."""
     fields = source.fields
 
     def column(name: str | None) -> pl.Expr:
@@ -114,11 +123,15 @@ def to_records(
             return pl.lit(None, dtype=pl.String)
         return pl.col(name).cast(pl.String)
 
-    text = normalize_text(raw.select(column(fields.text)).to_series())
-    location = pl.concat_str([pl.lit(f"{file_name}:"), pl.col("_location").cast(pl.String)])
-    timestamp_raw = column(fields.timestamp)
+    def series(name: str | None) -> pl.Series:
+        return raw.with_columns(column(name).alias("_series"))["_series"]
+
+    text = normalize_text(series(fields.text))
+    location = pl.concat_str([pl.col("_file"), pl.lit(":"), pl.col("_location").cast(pl.String)])
+    timestamp_raw = series(fields.timestamp)
     frame = raw.select(
         pl.col("_error"),
+        pl.col("_file"),
         pl.col("_location"),
         location.alias("location"),
         text.alias("text"),
@@ -139,7 +152,7 @@ def to_records(
         .when(pl.col("_timestamp_raw").is_not_null() & pl.col("timestamp").is_null())
         .then(pl.lit(reasons.UNPARSEABLE_TIMESTAMP))
     )
-    by_position = record_key(source.name, pl.lit(file_name), pl.col("_location").cast(pl.String))
+    by_position = record_key(source.name, pl.col("_file"), pl.col("_location").cast(pl.String))
     key = (
         pl.when(pl.col("_id").is_not_null() & pl.col("_error").is_null())
         .then(record_key(source.name, pl.col("_id")))
@@ -161,7 +174,7 @@ def to_records(
         pl.lit(source.consent).alias("consent"),
     ).select(RECORD_SCHEMA.names())
     evidence = pl.struct(
-        pl.lit(file_name).alias("file"),
+        pl.col("_file").alias("file"),
         pl.col("_location").alias(
             "line" if source.format in ("jsonl", "debian_changelog") else "row"
         ),
@@ -172,25 +185,28 @@ def to_records(
     return good, bad_events
 
 
-def parse_timestamps(value: pl.Expr, fmt: str | None) -> pl.Expr:
+def parse_timestamps(value: pl.Series, fmt: str | None) -> pl.Series:
     """Parse timestamps to UTC: a given format, else ISO 8601, RFC 2822, a date or epoch
-    seconds. Times without a zone are taken as UTC."""
-    formats = (fmt,) if fmt else _TIMESTAMP_FORMATS
-    attempts = [value.str.to_datetime(f, strict=False, time_unit="us") for f in formats]
+    seconds. Times without a zone are taken as UTC. Each format after the first is tried
+    only on the rows still unparsed: real columns mostly hold one format."""
+    parsed = pl.Series(value.name, [None] * len(value), dtype=pl.Datetime("us", "UTC"))
+    for attempt in [*((fmt,) if fmt else _TIMESTAMP_FORMATS), *([] if fmt else ["epoch"])]:
+        todo = (parsed.is_null() & value.is_not_null()).arg_true()
+        if todo.len() == 0:
+            break
+        parsed = parsed.scatter(todo, _parse_as(value.gather(todo), attempt))
+    return parsed
+
+
+def _parse_as(value: pl.Series, attempt: str) -> pl.Series:
+    if attempt == "epoch":
+        seconds = value.str.extract(r"^(-?[0-9]{1,12}(?:\.[0-9]+)?)$").cast(pl.Float64)
+        return (seconds * 1_000_000).cast(pl.Int64).cast(pl.Datetime("us", "UTC"))
+    parsed = value.str.to_datetime(attempt, strict=False, time_unit="us")
     # formats with a zone parse to UTC already; the rest are naive and taken as UTC
-    attempts = [
-        parsed if "%z" in f or "%#z" in f else parsed.dt.replace_time_zone("UTC")
-        for parsed, f in zip(attempts, formats, strict=True)
-    ]
-    if not fmt:
-        is_epoch = value.str.contains(r"^-?[0-9]{1,12}(\.[0-9]+)?$")
-        epoch = pl.when(is_epoch).then(
-            (value.cast(pl.Float64, strict=False) * 1_000_000)
-            .cast(pl.Int64)
-            .cast(pl.Datetime("us", "UTC"))
-        )
-        attempts.append(epoch)
-    return pl.coalesce(attempts).cast(pl.Datetime("us", "UTC"))
+    if "%z" not in attempt and "%#z" not in attempt:
+        parsed = parsed.dt.replace_time_zone("UTC")
+    return parsed.cast(pl.Datetime("us", "UTC"))
 
 
 def _metadata_json(raw: pl.DataFrame, names: list[str]) -> pl.Expr:
@@ -245,12 +261,14 @@ class _PartWriter:
     def __init__(self, out_dir: Path):
         self.out_dir, self.buffer, self.rows, self.parts = out_dir, [], 0, 0
 
-    def add(self, frame: pl.DataFrame) -> None:
-        if frame.height:
-            self.buffer.append(frame)
-            self.rows += frame.height
+    def add(self, records: pl.DataFrame, bad_events: pl.DataFrame) -> pl.DataFrame:
+        """Buffer good records; hand the bad rows' events back to the caller."""
+        if records.height:
+            self.buffer.append(records)
+            self.rows += records.height
         if self.rows >= PART_ROWS:
             self.flush()
+        return bad_events
 
     def flush(self) -> None:
         if not self.buffer:
@@ -259,6 +277,18 @@ class _PartWriter:
             self.out_dir / f"part-{self.parts:05d}.parquet", **INTERMEDIATE_PARQUET
         )
         self.buffer, self.rows, self.parts = [], 0, self.parts + 1
+
+    def remove(self, unwanted: pl.DataFrame) -> None:
+        """Rewrite the parts holding any of `unwanted` (record_id, location) without them."""
+        if unwanted.height == 0:
+            return
+        for part in sorted(self.out_dir.glob("part-*.parquet")):
+            records = pl.read_parquet(part)
+            kept = records.join(
+                unwanted, on=["record_id", "location"], how="anti", maintain_order="left"
+            )
+            if kept.height != records.height:
+                kept.write_parquet(part, **INTERMEDIATE_PARQUET)
 
     def scan(self) -> pl.LazyFrame:
         if self.parts == 0:

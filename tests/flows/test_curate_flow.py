@@ -30,11 +30,14 @@ def run_json(config: Path) -> dict:
     return json.loads(line)
 
 
-def test_run_publishes_a_version_and_accounts_for_every_record(sms_project):
+def test_run_publishes_a_version_and_accounts_for_every_record(sms_project, sms_spam):
+    repeated = {**sms_rows(sms_spam, 0, 1)[0], "text": "a later message reusing the id sms-0"}
+    write_jsonl(sms_project.parent / "data" / "sms-9.jsonl", [repeated])
     summary = run_json(sms_project)
     workdir = sms_project.parent / "work"
     assert summary["created"] and summary["parent_version"] is None
-    assert summary["records_in"] == 600 + 169  # SMS rows + changelog entries
+    assert summary["records_in"] == 600 + 1 + 169  # SMS rows + changelog entries
+    assert summary["reasons"]["dropped"]["duplicate_source_id"] == 1
     assert (
         summary["published"] + summary["dropped"] + summary["quarantined"] == summary["records_in"]
     )
@@ -45,6 +48,7 @@ def test_run_publishes_a_version_and_accounts_for_every_record(sms_project):
     assert version.dataset_hash == summary["dataset_hash"]
     published = pl.concat([frame.collect() for frame in version.splits.values()])
     assert published.height == summary["published"] and published["content_hash"].is_unique().all()
+    assert repeated["text"] not in published["text"].to_list()
     assert (Path(summary["paths"]["version"]) / "ledger.parquet").exists()
     run_dir = Path(summary["paths"]["run"])
     assert not (run_dir / "stages").exists()  # intermediate record files are gone

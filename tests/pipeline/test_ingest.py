@@ -231,6 +231,8 @@ def test_repeated_source_id_keeps_the_first_and_names_it(tmp_path):
         tmp_path, jsonl_source(location="*.jsonl", fields={"text": "text", "id": "id"})
     )
     assert sorted(records["text"]) == ["first", "other"]
+    on_disk = pl.read_parquet(tmp_path / "work" / "ingested" / "*.parquet")  # what the flow reads
+    assert sorted(on_disk["text"]) == ["first", "other"]
     (event,) = events.iter_rows(named=True)
     assert event["reason"] == reasons.DUPLICATE_SOURCE_ID
     assert event["record_id"] == xxh(f"sms{SEP}b.jsonl{SEP}1")  # its own identity, by position
