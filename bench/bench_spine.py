@@ -226,7 +226,7 @@ def _reset_peak_rss() -> None:
 
 
 def run_thresher(data: Path, work: Path) -> dict:
-    from flows.curate import load_plan, save_plan
+    from pipeline import ingest as ingest_module
     from pipeline import ledger
     from pipeline.config import RunConfig, SourceDeclaration, config_hash
     from pipeline.exact_dedup import exact_dedup
@@ -251,11 +251,18 @@ def run_thresher(data: Path, work: Path) -> dict:
     stages = work / "stages"
     seconds: dict[str, float] = {}
 
-    def stage_step(name: str, order: int, stage, stage_cfg, input_plan: str) -> tuple[str, dict]:
+    # the writer settings flows/curate.py uses for run-folder files
+    intermediate = getattr(ingest_module, "INTERMEDIATE_PARQUET", {"compression": "lz4"})
+
+    def stage_step(name: str, order: int, stage, stage_cfg, input_stage: str) -> dict:
         # what flows/curate.py `_run_stage` does
-        result = stage(load_plan(input_plan), stage_cfg, ctx)
+        frame = pl.scan_parquet(stages / input_stage / "*.parquet")
+        result = stage(frame, stage_cfg, ctx)
+        out = stages / name
+        out.mkdir(parents=True, exist_ok=True)
+        result.frame.sink_parquet(out / "part-00000.parquet", **intermediate)
         ledger.write_part(result.events, ledger_dir, f"{order}-{name}")
-        return save_plan(result.frame, stages / name), result.stats
+        return result.stats
 
     peak_mb: dict[str, float] = {}
     _reset_peak_rss()
@@ -269,18 +276,17 @@ def run_thresher(data: Path, work: Path) -> dict:
         _reset_peak_rss()
         last = time.perf_counter()
 
-    ingested = ingest(cfg.source_list, ctx, stages / "ingest" / "records")
+    ingested = ingest(cfg.source_list, ctx, stages / "ingest")
     ledger.write_part(ingested.events, ledger_dir, "1-ingest")
-    ingest_plan = save_plan(ingested.frame, stages / "ingest")
     lap("ingest")
-    dedup_plan, dedup_stats = stage_step("exact_dedup", 2, exact_dedup, cfg.dedup, ingest_plan)
+    dedup_stats = stage_step("exact_dedup", 2, exact_dedup, cfg.dedup, "ingest")
     lap("exact_dedup")
-    split_plan, _ = stage_step("split", 3, split, cfg.split, dedup_plan)
+    stage_step("split", 3, split, cfg.split, "exact_dedup")
     lap("split")
     staging = work / "staging"
     staging.mkdir(parents=True)
     staged = publish(
-        load_plan(split_plan),
+        pl.scan_parquet(stages / "split" / "*.parquet"),
         cfg.publish,
         ctx,
         staging,
@@ -330,18 +336,18 @@ def run_plain(data: Path, work: Path) -> dict:
     target = work / "unique.parquet"
     started = time.perf_counter()
     text = pl.col("text")
-    # NFC only where a character is not ASCII (ASCII text is NFC already), as Thresher does.
     nfc = (
         pl.when(text.str.contains(r"[^\x00-\x7F]")).then(text.str.normalize("NFC")).otherwise(text)
     )
-    # The whitespace rules, applied to every row: on clean text they change nothing, and
-    # this was measured faster than masking with when/then (which computes both branches).
-    whitespace = (
-        text.str.replace_all(rf"[{_HSPACE}]*(?:\r\n?|\n)[{_HSPACE}]*", "\n")
-        .str.replace_all(rf"[{_HSPACE}]{{2,}}|[{_HSPACE.replace(' ', '')}]", " ")
+    fixed = (
+        pl.col("text")
+        .str.replace_all(r"\r\n?", "\n")
+        .str.replace_all(rf"[{_HSPACE}]+", " ")
+        .str.replace_all(r" ?\n ?", "\n")
         .str.replace_all(r"\n{3,}", "\n\n")
         .str.strip_chars()
     )
+    whitespace = pl.when(text.str.contains(_NEEDS_WHITESPACE_FIX)).then(fixed).otherwise(text)
     (
         pl.scan_ndjson(sorted(glob.glob(str(data / "data" / "*.jsonl"))), schema=SCHEMA)
         .with_columns(nfc)

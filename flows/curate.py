@@ -1,11 +1,9 @@
 """The `curate` flow: ingest → exact dedup → split → publish → commit, one task per stage.
 
-Tasks pass paths and small summaries, never frames. Ingest writes the records as Parquet
-under the run folder; exact dedup and split each save their result as a polars plan (the
-previous plan joined with their small decision table), so the records themselves are read
-and written once more only by publish. The run folder keeps the ledger, the resolved
-config and a summary; intermediate files are removed when the run ends, whether it
-succeeded or not.
+Tasks pass paths and small summaries, never frames: each stage reads the previous stage's
+Parquet output under the run folder and writes its own. The run folder keeps the ledger,
+the resolved config and a summary; intermediate record files are removed when the run ends,
+whether it succeeded or not.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from data_catalog.catalog import CATALOG_FILE, Catalog
 from pipeline import ledger
 from pipeline.config import RunConfig, config_hash, load_run_config
 from pipeline.exact_dedup import exact_dedup
-from pipeline.ingest import ingest
+from pipeline.ingest import INTERMEDIATE_PARQUET, ingest
 from pipeline.publish import MANIFEST, StagedVersion, publish
 from pipeline.reader import read_version
 from pipeline.split import split
@@ -130,42 +128,35 @@ def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
 @task(name="ingest", **TASK_OPTIONS)
 def ingest_task(plan: RunPlan) -> dict[str, Any]:
     out = plan.stage_dir("ingest")
-    result = ingest(plan.config.source_list, plan.context(), out / "records")
+    result = ingest(plan.config.source_list, plan.context(), out)
     ledger.write_part(result.events, plan.ledger_dir, "1-ingest")
     get_run_logger().info(
         "ingest: %s records in, %s bad rows", result.stats["records_in"], result.stats["bad_rows"]
     )
-    return {"path": save_plan(result.frame, out), "stats": result.stats}
-
-
-def save_plan(frame: pl.LazyFrame, out: Path) -> str:
-    """Save a stage's lazy result as a polars plan file (same polars version, same run)."""
-    out.mkdir(parents=True, exist_ok=True)
-    frame.serialize(out / "frame.plan")
-    return str(out / "frame.plan")
-
-
-def load_plan(path: str) -> pl.LazyFrame:
-    return pl.LazyFrame.deserialize(path)
+    return {"path": str(out), "stats": result.stats}
 
 
 def _run_stage(
-    plan: RunPlan, name: str, order: int, stage, stage_config, input_plan: str
+    plan: RunPlan, name: str, order: int, stage, stage_config, input_dir: str
 ) -> dict[str, Any]:
-    result = stage(load_plan(input_plan), stage_config, plan.context())
+    frame = pl.scan_parquet(Path(input_dir) / "*.parquet")
+    result = stage(frame, stage_config, plan.context())
+    out = plan.stage_dir(name)
+    out.mkdir(parents=True, exist_ok=True)
+    result.frame.sink_parquet(out / "part-00000.parquet", **INTERMEDIATE_PARQUET)
     ledger.write_part(result.events, plan.ledger_dir, f"{order}-{name}")
     get_run_logger().info("%s: %s", name, json.dumps(result.stats))
-    return {"path": save_plan(result.frame, plan.stage_dir(name)), "stats": result.stats}
+    return {"path": str(out), "stats": result.stats}
 
 
 @task(name="exact_dedup", **TASK_OPTIONS)
-def exact_dedup_task(plan: RunPlan, input_plan: str) -> dict[str, Any]:
-    return _run_stage(plan, "exact_dedup", 2, exact_dedup, plan.config.dedup, input_plan)
+def exact_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "exact_dedup", 2, exact_dedup, plan.config.dedup, input_dir)
 
 
 @task(name="split", **TASK_OPTIONS)
-def split_task(plan: RunPlan, input_plan: str) -> dict[str, Any]:
-    return _run_stage(plan, "split", 3, split, plan.config.split, input_plan)
+def split_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "split", 3, split, plan.config.split, input_dir)
 
 
 def _staging_dir(plan: RunPlan) -> Path:
@@ -173,7 +164,7 @@ def _staging_dir(plan: RunPlan) -> Path:
 
 
 @task(name="publish", **TASK_OPTIONS)
-def publish_task(plan: RunPlan, input_plan: str) -> dict[str, Any]:
+def publish_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     staging = _staging_dir(plan)
     staging.mkdir(parents=True)
     sources = [
@@ -181,7 +172,7 @@ def publish_task(plan: RunPlan, input_plan: str) -> dict[str, Any]:
         for s in plan.config.source_list
     ]
     staged = publish(
-        load_plan(input_plan),
+        pl.scan_parquet(Path(input_dir) / "*.parquet"),
         plan.config.publish,
         plan.context(),
         staging,

@@ -62,14 +62,19 @@ def dataset_hash(
 
 
 def write_shards(
-    published: pl.DataFrame, cfg: PublishConfig, out_dir: Path
+    frame: pl.LazyFrame, cfg: PublishConfig, out_dir: Path
 ) -> tuple[list[dict], dict[str, str], dict[str, int]]:
-    """Write every split's shards of `published` (sorted by record_id); return (shard
-    entries, membership hashes, split counts)."""
+    """Write every split's shards; return (shard entries, membership hashes, split counts)."""
     shards, membership, counts = [], {}, {}
     compression = None if cfg.compression == "none" else cfg.compression
     for split_name in SPLITS:
-        records = published.filter(pl.col("split") == split_name)
+        records = (
+            frame.filter(pl.col("split") == split_name)
+            .select(PUBLISHED_SCHEMA.names())
+            .cast(PUBLISHED_SCHEMA)
+            .sort("record_id")
+            .collect()
+        )
         counts[split_name] = records.height
         ids = records["record_id"].str.join("\n").item() if records.height else ""
         membership[split_name] = hashlib.sha256(ids.encode()).hexdigest()
@@ -104,15 +109,8 @@ def publish(
     staging_dir: Path,
     extra: dict[str, Any],
 ) -> StagedVersion:
-    """Write shards and manifest to `staging_dir`; `extra` adds sources and code version.
-
-    The records are collected once: earlier stages hand over lazy plans, so this is where
-    the whole pipeline runs and the only place all records are written.
-    """
-    records = (
-        frame.select(PUBLISHED_SCHEMA.names()).cast(PUBLISHED_SCHEMA).sort("record_id").collect()
-    )
-    shards, membership, counts = write_shards(records, cfg, staging_dir)
+    """Write shards and manifest to `staging_dir`; `extra` adds sources and code version."""
+    shards, membership, counts = write_shards(frame, cfg, staging_dir)
     schema = schema_description(PUBLISHED_SCHEMA)
     manifest = {
         "format": "thresher-manifest/1",
@@ -130,8 +128,9 @@ def publish(
         **extra,
     }
     (staging_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    published = frame.select("record_id", "source", "split").collect()
     events = ledger.events(
-        records.select("record_id", "source", "split"),
+        published,
         stage=STAGE,
         action=reasons.PUBLISHED,
         reason=None,
