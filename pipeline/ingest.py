@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -26,7 +27,8 @@ from pipeline.stage import RunContext, StageResult
 
 STAGE = "ingest"
 PART_ROWS = 250_000
-BATCH_ROWS = 100_000  # small files are mapped together: each mapping has a fixed cost
+BATCH_BYTES = 16 << 20
+INGEST_THREADS = 2
 # Run-folder files are read once and deleted: write speed matters more than size.
 INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
 
@@ -76,27 +78,29 @@ def source_files(source: SourceDeclaration) -> list[tuple[Path, str]]:
 
 
 def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> StageResult:
-    """Read all sources into `out_dir` as Parquet parts; return a scan of them."""
+    """Read all sources into `out_dir` as Parquet parts; return a scan of them.
+
+    Files are read and mapped in batches of about BATCH_BYTES on a few threads (polars and
+    most of the reading release the GIL); results are written in file order, so the
+    output does not depend on the thread count.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     writer = _PartWriter(out_dir)
     bad_rows: list[pl.DataFrame] = []
     per_source: dict[str, dict[str, int]] = {}
     files = {source.name: source_files(source) for source in sources}
-    with progress("ingest", sum(len(found) for found in files.values())) as advance:
+    with (
+        progress("ingest", sum(len(found) for found in files.values())) as advance,
+        ThreadPoolExecutor(max_workers=INGEST_THREADS) as pool,
+    ):
         for source in sources:
-            batch: list[pl.DataFrame] = []
-            rows_in = 0
-            for path, name in files[source.name]:
-                raw = read_file(path, name, source).with_columns(pl.lit(name).alias("_file"))
-                rows_in += raw.height
-                batch.append(raw)
-                if sum(part.height for part in batch) >= BATCH_ROWS:
-                    bad_rows.append(writer.add(*to_records(_stack(batch), source)))
-                    batch = []
-                advance(1)
-            if batch:
-                bad_rows.append(writer.add(*to_records(_stack(batch), source)))
-            per_source[source.name] = {"records_in": rows_in}
+            per_source[source.name] = {"records_in": 0}
+            batches = _batches(files[source.name])
+            results = pool.map(lambda batch, source=source: _read_batch(batch, source), batches)
+            for batch, (rows_in, records, bad) in zip(batches, results, strict=True):
+                per_source[source.name]["records_in"] += rows_in
+                bad_rows.append(writer.add(records, bad))
+                advance(len(batch))
     writer.flush()
     repeats, repeat_events = _repeated_ids(writer.scan())
     writer.remove(repeats)
@@ -108,9 +112,29 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
     return StageResult(frame=writer.scan(), events=events, stats=stats)
 
 
-def _stack(raws: list[pl.DataFrame]) -> pl.DataFrame:
-    # files of one source can differ in columns (a field absent from a whole file)
-    return raws[0] if len(raws) == 1 else pl.concat(raws, how="diagonal_relaxed")
+def _batches(files: list[tuple[Path, str]]) -> list[list[tuple[Path, str]]]:
+    """Consecutive files grouped to about BATCH_BYTES: small files are mapped together,
+    since each mapping has a fixed cost."""
+    batches: list[list[tuple[Path, str]]] = [[]]
+    size = 0
+    for path, name in files:
+        if size >= BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append((path, name))
+        size += path.stat().st_size
+    return [batch for batch in batches if batch]
+
+
+def _read_batch(
+    batch: list[tuple[Path, str]], source: SourceDeclaration
+) -> tuple[int, pl.DataFrame, pl.DataFrame]:
+    raws = [
+        read_file(path, name, source).with_columns(pl.lit(name).alias("_file"))
+        for path, name in batch
+    ]
+    raw = raws[0] if len(raws) == 1 else pl.concat(raws, how="diagonal_relaxed")
+    return raw.height, *to_records(raw, source)
 
 
 def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFrame, pl.DataFrame]:

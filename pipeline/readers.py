@@ -15,6 +15,7 @@ import re
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+import numpy as np
 import orjson
 import polars as pl
 
@@ -48,44 +49,64 @@ def _mapped(fields: FieldMapping) -> dict[str, str]:
 
 
 def _read_jsonl(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    """Clean files go through polars' reader; a file with a blank line, a line that is not
-    a JSON object, invalid text, or a mapped field that may hold the wrong JSON type is read
-    line by line instead, so each bad line can be named."""
+    """polars reads the file whole; a file with a blank line, a line that is not a JSON
+    object or bytes that are not UTF-8 is read line by line instead, so each bad line can
+    be named."""
     data = path.read_bytes()
     if source.encoding.lower().replace("-", "").replace("_", "") == "utf8":
         try:
-            text = pl.Series([data], dtype=pl.Binary).cast(pl.String)
-        except pl.exceptions.ComputeError:  # not UTF-8
-            return _read_jsonl_by_line(data, source)
+            frame = pl.read_ndjson(
+                io.BytesIO(data), schema=dict.fromkeys(_wanted(source.fields), pl.String)
+            )
+        except pl.exceptions.PolarsError:
+            frame = None  # invalid JSON or UTF-8 on some line: find it line by line
         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-        if not text.str.contains(_wrong_type_pattern(source.fields)).item():
-            try:
-                frame = pl.read_ndjson(
-                    io.BytesIO(data), schema=dict.fromkeys(_wanted(source.fields), pl.String)
-                )
-            except pl.exceptions.PolarsError:
-                frame = None  # a line that is not a JSON object: find it line by line
-            if frame is not None and frame.height == lines:  # no blank lines: row n is line n
-                return frame.with_columns(
-                    pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
-                    pl.lit(None, dtype=pl.String).alias("_error"),
-                )
+        if frame is not None and frame.height == lines:  # no blank lines: row n is line n
+            frame = frame.with_columns(
+                pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
+                pl.lit(None, dtype=pl.String).alias("_error"),
+            )
+            return _flag_wrong_types(frame, data, source.fields)
     return _read_jsonl_by_line(data, source)
+
+
+def _flag_wrong_types(frame: pl.DataFrame, data: bytes, fields: FieldMapping) -> pl.DataFrame:
+    """polars renders any JSON value as a string. Values that may not have been a JSON
+    string (text) or scalar (the other roles) are rechecked from their own lines."""
+    mapped = _mapped(fields)
+    looks_wrong = [
+        pl.col(name).str.contains(_NOT_A_STRING if role in _STRING_ONLY else r"^[\[{]")
+        for role, name in mapped.items()
+    ]
+    suspects = frame.select(pl.any_horizontal(looks_wrong).fill_null(False)).to_series().arg_true()
+    if suspects.len() == 0:
+        return frame
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")).tolist() + [len(data)]
+    starts = [0] + [end + 1 for end in ends[:-1]]
+    wrong = [
+        row
+        for row in suspects.to_list()
+        if _wrong_type(orjson.loads(data[starts[row] : ends[row]]), mapped)
+    ]
+    if not wrong:
+        return frame
+    return frame.with_columns(frame["_error"].scatter(wrong, reasons.WRONG_TYPE))
+
+
+# How a JSON number, boolean, object or array looks once rendered as a string.
+_NOT_A_STRING = r"^(?:[\[{]|-?[0-9]|true$|false$)"
+
+
+def _wrong_type(value: dict, mapped: dict[str, str]) -> bool:
+    for role, field in mapped.items():
+        allowed = (str,) if role in _STRING_ONLY else (str, int, float, bool)
+        if value.get(field) is not None and not isinstance(value[field], allowed):
+            return True
+    return False
 
 
 def _wanted(fields: FieldMapping) -> list[str]:
     return list(dict.fromkeys([*_mapped(fields).values(), *fields.metadata]))
-
-
-def _wrong_type_pattern(fields: FieldMapping) -> str:
-    """Matches a mapped key followed by something other than a JSON string (for text) or
-    a JSON scalar (for the other roles). Nested keys of the same name can match too: such
-    files are only read more carefully, never flagged on this alone."""
-    alternatives = []
-    for role, name in _mapped(fields).items():
-        follower = r'[^"\s]' if role in _STRING_ONLY else r"[\[{]"
-        alternatives.append(re.escape(orjson.dumps(name).decode()) + r"\s*:\s*" + follower)
-    return "|".join(alternatives)
 
 
 def _read_jsonl_by_line(data: bytes, source: SourceDeclaration) -> pl.DataFrame:
@@ -109,10 +130,8 @@ def _read_jsonl_by_line(data: bytes, source: SourceDeclaration) -> pl.DataFrame:
         if not isinstance(value, dict):
             rows.append(row | {"_error": reasons.WRONG_TYPE})
             continue
-        for role, field in mapped.items():
-            allowed = (str,) if role in _STRING_ONLY else (str, int, float, bool)
-            if value.get(field) is not None and not isinstance(value[field], allowed):
-                row["_error"] = reasons.WRONG_TYPE
+        if _wrong_type(value, mapped):
+            row["_error"] = reasons.WRONG_TYPE
         rows.append(row | {field: _as_text(value.get(field)) for field in wanted})
     schema = {"_location": pl.Int64, "_error": pl.String} | dict.fromkeys(wanted, pl.String)
     return pl.DataFrame(rows, schema=schema)
