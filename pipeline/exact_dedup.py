@@ -38,7 +38,8 @@ def exact_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> Stage
     columns = [pl.col("record_id", "source", "content_hash", "timestamp")]
     if "longest_text" in cfg.keep:  # read the text only when a rule needs it
         columns.append(pl.col("text").str.len_chars().alias("_text_length"))
-    candidates = frame.select(columns)
+    # only texts that occur more than once need a keep decision
+    candidates = frame.select(columns).filter(pl.col("content_hash").is_duplicated())
     if ctx.parent_splits is not None:
         published = ctx.parent_splits.select("record_id", pl.lit(True).alias("_published"))
         candidates = candidates.join(published, on="record_id", how="left")
