@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +27,7 @@ from pipeline.stage import RunContext
 STAGE = "publish"
 MANIFEST = "manifest.json"
 _ROW_GROUP_ROWS = 20_000
+WRITER_THREADS = 2
 
 
 @dataclass
@@ -66,40 +68,46 @@ def write_shards(
 ) -> tuple[list[dict], dict[str, str], dict[str, int]]:
     """Write every split's shards; return (shard entries, membership hashes, split counts)."""
     shards, membership, counts = [], {}, {}
-    compression = None if cfg.compression == "none" else cfg.compression
-    for split_name in SPLITS:
-        records = (
-            frame.filter(pl.col("split") == split_name)
-            .select(PUBLISHED_SCHEMA.names())
-            .cast(PUBLISHED_SCHEMA)
-            .sort("record_id")
-            .collect()
-        )
-        counts[split_name] = records.height
-        ids = records["record_id"].str.join("\n").item() if records.height else ""
-        membership[split_name] = hashlib.sha256(ids.encode()).hexdigest()
-        for number, start in enumerate(range(0, records.height, cfg.shard_rows)):
-            relative = f"data/{split_name}/part-{number:05d}.parquet"
-            target = out_dir / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            records.slice(start, cfg.shard_rows).write_parquet(
-                target,
-                compression=compression or "uncompressed",
-                compression_level=cfg.compression_level
-                if compression in ("zstd", "gzip")
-                else None,
-                row_group_size=_ROW_GROUP_ROWS,
+    with ThreadPoolExecutor(max_workers=WRITER_THREADS) as pool:  # the writer releases the GIL
+        for split_name in SPLITS:
+            records = (
+                frame.filter(pl.col("split") == split_name)
+                .select(PUBLISHED_SCHEMA.names())
+                .cast(PUBLISHED_SCHEMA)
+                .sort("record_id")
+                .collect()
             )
-            shards.append(
-                {
-                    "path": relative,
-                    "split": split_name,
-                    "rows": min(cfg.shard_rows, records.height - start),
-                    "bytes": target.stat().st_size,
-                    "sha256": file_sha256(target),
-                }
-            )
+            counts[split_name] = records.height
+            ids = records["record_id"].str.join("\n").item() if records.height else ""
+            membership[split_name] = hashlib.sha256(ids.encode()).hexdigest()
+            slices = [
+                (
+                    f"data/{split_name}/part-{number:05d}.parquet",
+                    records.slice(start, cfg.shard_rows),
+                )
+                for number, start in enumerate(range(0, records.height, cfg.shard_rows))
+            ]
+            written = pool.map(lambda item: _write_shard(*item, cfg, out_dir), slices)
+            shards.extend({"split": split_name, **shard} for shard in written)
     return shards, membership, counts
+
+
+def _write_shard(relative: str, records: pl.DataFrame, cfg: PublishConfig, out_dir: Path) -> dict:
+    target = out_dir / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    compression = "uncompressed" if cfg.compression == "none" else cfg.compression
+    records.write_parquet(
+        target,
+        compression=compression,
+        compression_level=cfg.compression_level if compression in ("zstd", "gzip") else None,
+        row_group_size=_ROW_GROUP_ROWS,
+    )
+    return {
+        "path": relative,
+        "rows": records.height,
+        "bytes": target.stat().st_size,
+        "sha256": file_sha256(target),
+    }
 
 
 def publish(
