@@ -86,9 +86,12 @@ def run(
     as_json: JsonOption = False,
 ) -> None:
     """Run the curate flow: ingest, dedup, split, publish, commit."""
-    from flows.curate import curate
+    from pipeline.config import load_run_config
 
     try:
+        load_run_config(config)  # a bad config fails here, before Prefect starts
+        from flows.curate import curate
+
         summary = curate(str(config))
     except ThresherError as error:
         fail(str(error))

@@ -32,3 +32,11 @@ def test_config_validate_explains_a_bad_config_and_exits_2(tmp_path):
 def test_catalog_commands_without_a_catalog_exit_2(tmp_path):
     result = runner.invoke(app, ["catalog", "list", "--workdir", str(tmp_path / "none")])
     assert result.exit_code == 2 and "no catalog at" in result.stderr
+
+
+def test_run_with_a_bad_config_exits_2_naming_the_field(tmp_path):
+    config = write_project(tmp_path, [{**SMS_SOURCE, "consent": "assumed"}])
+    result = runner.invoke(app, ["run", "--config", str(config)])
+    assert result.exit_code == 2
+    assert f"{config}:" in result.stderr and "sources[0] (sms).consent" in result.stderr
+    assert not (tmp_path / "work").exists()  # nothing ran
