@@ -50,13 +50,15 @@ def sms_spam_path() -> Path:
     return Path(spec.submodule_search_locations[0]) / "data" / "sms-spam.csv"
 
 
-def changelog_paths() -> list[str]:
-    found = [f"/usr/share/doc/{name}/changelog.Debian.gz" for name in BASE_PACKAGES]
-    found = [path for path in found if Path(path).exists()]
+DOC_ROOT = Path("/usr/share/doc")
+
+
+def changelog_locations() -> list[str]:
+    """The base packages' changelogs, relative to /usr/share/doc (their names in identities)."""
+    found = [f"{name}/changelog.Debian.gz" for name in BASE_PACKAGES]
+    found = [location for location in found if (DOC_ROOT / location).exists()]
     if not found:
-        raise ConfigError(
-            "no Debian changelogs under /usr/share/doc: the demo needs a Debian system"
-        )
+        raise ConfigError(f"no Debian changelogs under {DOC_ROOT}: the demo needs a Debian system")
     return found
 
 
@@ -65,7 +67,8 @@ def demo_sources() -> list[dict[str, Any]]:
         {
             "name": "sms-spam",
             "description": "SMS Spam Collection v.1 (Almeida, Gómez Hidalgo), 5,574 messages labelled spam/ham.",
-            "location": str(sms_spam_path()),
+            "root": str(sms_spam_path().parent),
+            "location": sms_spam_path().name,
             "format": "csv",
             "fields": {"text": "text", "label": "spam"},
             "license": "CC-BY-4.0",
@@ -79,7 +82,8 @@ def demo_sources() -> list[dict[str, Any]]:
         {
             "name": "debian-changelogs",
             "description": "Debian changelog entries of base packages; grouped by maintainer, dated.",
-            "location": changelog_paths(),
+            "root": str(DOC_ROOT),
+            "location": changelog_locations(),
             "format": "debian_changelog",
             "license": "LicenseRef-Debian-package-terms",
             "consent": "public-release",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -62,7 +63,12 @@ class SourceDeclaration(Strict):
     """A declared text source: where it is, how to read it, and on what terms we hold it."""
 
     name: Annotated[str, Field(pattern=SLUG)]
-    location: str | list[str] = Field(description="path or glob, or a list of them")
+    location: str | list[str] = Field(
+        description="path or glob, or a list of them; relative ones start at `root`"
+    )
+    root: str | None = Field(
+        None, description="folder relative locations start from and files are named from"
+    )
     format: Literal[FORMATS]
     encoding: str = "utf-8"
     fields: FieldMapping | None = None
@@ -81,6 +87,10 @@ class SourceDeclaration(Strict):
         if self.fields is None:
             object.__setattr__(self, "fields", DEFAULT_FIELDS.get(self.format, FieldMapping()))
         return self
+
+    @property
+    def root_dir(self) -> str:
+        return os.path.join(self.base_dir, self.root) if self.root else self.base_dir
 
     @property
     def patterns(self) -> list[str]:
@@ -148,7 +158,7 @@ class RunConfig(Strict):
 
 # Settings that change where or how a run happens, not what it publishes.
 _NOT_IN_CONFIG_HASH = {"workdir", "runner"}
-_SOURCE_FIELDS_NOT_HASHED = {"location", "base_dir"}
+_SOURCE_FIELDS_NOT_HASHED = {"location", "root", "base_dir"}
 
 
 def config_hash(cfg: RunConfig) -> str:

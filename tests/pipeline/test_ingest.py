@@ -280,3 +280,31 @@ def test_identities_do_not_depend_on_where_a_machine_keeps_the_files(tmp_path, s
         assert single["location"][0] == "sms.jsonl:1"
     assert ids[0] == ids[1]
     assert ids[0][0] == ("2012/sms.jsonl:1", xxh(f"sms{SEP}2012/sms.jsonl{SEP}1"))
+
+
+def test_names_stay_put_when_files_are_added_elsewhere(tmp_path, sms_spam):
+    data = tmp_path / "data"
+    write_jsonl(data / "a" / "x.jsonl", sms_rows(sms_spam, 0, 2))
+    source = jsonl_source(location=str(data / "**" / "*.jsonl"), fields={"text": "text"})
+    before, _, _ = run_ingest(tmp_path, source)
+    write_jsonl(data / "b" / "y.jsonl", sms_rows(sms_spam, 2, 3))
+    after, _, _ = run_ingest(tmp_path, source)
+    assert set(before["location"]) == {"a/x.jsonl:1", "a/x.jsonl:2"}
+    assert set(before["record_id"]) < set(after["record_id"])
+
+
+def test_root_names_files_and_clashing_names_are_refused(tmp_path, sms_spam):
+    for folder in ("one", "two"):
+        write_jsonl(tmp_path / "srv" / folder / "sms.jsonl", sms_rows(sms_spam, 0, 1))
+    files = [str(tmp_path / "srv" / f / "sms.jsonl") for f in ("one", "two")]
+    with pytest.raises(
+        DataError, match=r"would both be named 'sms.jsonl'.*set the source's `root`"
+    ):
+        run_ingest(tmp_path, jsonl_source(location=files, fields={"text": "text"}))
+    rooted = jsonl_source(
+        root=str(tmp_path / "srv"),
+        location=["one/sms.jsonl", "two/sms.jsonl"],
+        fields={"text": "text"},
+    )
+    records, _, _ = run_ingest(tmp_path, rooted)
+    assert sorted(records["location"]) == ["one/sms.jsonl:1", "two/sms.jsonl:1"]
