@@ -38,6 +38,7 @@ _TIMESTAMP_FORMATS = (
     "%Y-%m-%dT%H:%M:%S%.f",
     "%Y-%m-%d %H:%M:%S%.f",
     "%Y-%m-%d",
+    "%Y%m%d",
     "%a, %d %b %Y %H:%M:%S %z",
 )
 
@@ -236,7 +237,8 @@ def parse_timestamps(value: pl.Series, fmt: str | None) -> pl.Series:
 
 def _parse_as(value: pl.Series, attempt: str) -> pl.Series:
     if attempt == "epoch":
-        seconds = value.str.extract(r"^(-?[0-9]{1,12}(?:\.[0-9]+)?)$").cast(pl.Float64)
+        # 9 to 11 digits: 1973 to 5138; fewer are more likely a year or a mistake
+        seconds = value.str.extract(r"^(-?[0-9]{9,11}(?:\.[0-9]+)?)$").cast(pl.Float64)
         return (seconds * 1_000_000).cast(pl.Int64).cast(pl.Datetime("us", "UTC"))
     parsed = value.str.to_datetime(attempt, strict=False, time_unit="us")
     # formats with a zone parse to UTC already; the rest are naive and taken as UTC

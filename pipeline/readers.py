@@ -8,6 +8,8 @@ DataError only when the whole file cannot be used, naming the file and what to d
 
 from __future__ import annotations
 
+import codecs
+import csv
 import gzip
 import io
 import json
@@ -52,7 +54,7 @@ def _read_jsonl(path: Path, name: str, source: SourceDeclaration) -> pl.DataFram
     """polars reads the file whole; a file with a blank line, a line that is not a JSON
     object or bytes that are not UTF-8 is read line by line instead, so each bad line can
     be named."""
-    data = path.read_bytes()
+    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
     if source.encoding.lower().replace("-", "").replace("_", "") == "utf8":
         try:
             frame = pl.read_ndjson(
@@ -176,20 +178,51 @@ def _decode_lossy(data: bytes, encoding: str) -> tuple[str, bool]:
 
 def _read_csv(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     text, valid = _decode_lossy(path.read_bytes(), source.encoding)
+    text = text.removeprefix("\ufeff")
     try:
         frame = pl.read_csv(io.StringIO(text), infer_schema=False, raise_if_empty=False)
-    except pl.exceptions.PolarsError as error:
-        raise DataError(
-            f"{path}: not a readable CSV file ({error}); fix or remove the file"
-        ) from None
+        frame = frame.with_columns(
+            pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
+            pl.lit(None, dtype=pl.String).alias("_error"),
+        )
+    except pl.exceptions.PolarsError:  # a row that does not fit the header: find it row by row
+        frame = _read_csv_by_row(text)
     _require_columns(path, frame, source)
-    bad = pl.lit(None, dtype=pl.String)
     if not valid:  # rows holding a replacement character came from bytes that were not text
-        has_replacement = pl.any_horizontal(pl.col(pl.String).str.contains("\ufffd", literal=True))
-        bad = pl.when(has_replacement).then(pl.lit(reasons.INVALID_UTF8)).otherwise(bad)
-    return frame.with_columns(
-        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"), bad.alias("_error")
-    )
+        fields = [column for column in frame.columns if column not in ("_location", "_error")]
+        has_replacement = pl.any_horizontal(pl.col(fields).str.contains("\ufffd", literal=True))
+        frame = frame.with_columns(
+            pl.when(pl.col("_error").is_null() & has_replacement)
+            .then(pl.lit(reasons.INVALID_UTF8))
+            .otherwise(pl.col("_error"))
+            .alias("_error")
+        )
+    return frame
+
+
+def _read_csv_by_row(text: str) -> pl.DataFrame:
+    """Rows whose field count differs from the header's are `malformed_row`; a quote left
+    open swallows the rest of the file, which becomes one last malformed row."""
+    reader = csv.reader(io.StringIO(text), strict=True)
+    header = next(reader, [])
+    rows: list[dict] = []
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error:
+            rows.append({"_location": len(rows) + 1, "_error": reasons.MALFORMED_ROW})
+            break
+        if not row:
+            continue  # blank lines are not records
+        if len(row) != len(header):
+            rows.append({"_location": len(rows) + 1, "_error": reasons.MALFORMED_ROW})
+            continue
+        values = {key: value or None for key, value in zip(header, row, strict=True)}
+        rows.append({"_location": len(rows) + 1, "_error": None} | values)
+    schema = {"_location": pl.Int64, "_error": pl.String} | dict.fromkeys(header, pl.String)
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _read_parquet(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
@@ -207,14 +240,25 @@ def _read_parquet(path: Path, name: str, source: SourceDeclaration) -> pl.DataFr
             f"map `fields.text` of source {source.name!r} to a string column"
         )
     timestamp = source.fields.timestamp
-    if timestamp and frame.schema[timestamp] == pl.Datetime:
-        # already typed: render as ISO 8601 so one parser handles every format
-        frame = frame.with_columns(pl.col(timestamp).dt.to_string("%Y-%m-%dT%H:%M:%S%.f%z"))
+    if timestamp and frame.schema[timestamp] in (pl.Datetime, pl.Date):
+        # already typed: render as ISO 8601 in UTC so one parser handles every format
+        frame = frame.with_columns(_as_iso_utc(pl.col(timestamp), frame.schema[timestamp]))
     frame = _stringify(frame)
     return frame.with_columns(
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
         pl.lit(None, dtype=pl.String).alias("_error"),
     )
+
+
+def _as_iso_utc(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    if dtype == pl.Date:
+        column, dtype = column.cast(pl.Datetime("us")), pl.Datetime("us")
+    in_utc = (
+        column.dt.replace_time_zone("UTC")  # times without a zone are taken as UTC
+        if dtype.time_zone is None
+        else column.dt.convert_time_zone("UTC")
+    )
+    return in_utc.dt.to_string("%Y-%m-%dT%H:%M:%S%.f%z")
 
 
 def _require_columns(path: Path, frame: pl.DataFrame, source: SourceDeclaration) -> None:

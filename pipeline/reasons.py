@@ -21,12 +21,12 @@ WRONG_TYPE = "wrong_type"
 UNPARSEABLE_TIMESTAMP = "unparseable_timestamp"
 DUPLICATE_SOURCE_ID = "duplicate_source_id"
 UNPARSEABLE_ENTRY = "unparseable_entry"
+MALFORMED_ROW = "malformed_row"  # a CSV row whose fields do not match the header
 
 # Exact dedup.
 EXACT_DUPLICATE = "exact_duplicate"
 
 # Split.
-SPLIT_ASSIGNED = "split_assigned"
 SPLIT_CONFLICT = "split_conflict"
 
 INGEST_REASONS = (
@@ -38,4 +38,5 @@ INGEST_REASONS = (
     UNPARSEABLE_TIMESTAMP,
     DUPLICATE_SOURCE_ID,
     UNPARSEABLE_ENTRY,
+    MALFORMED_ROW,
 )

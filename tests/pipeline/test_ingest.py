@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
+from datetime import datetime
 from pathlib import Path
 
 import orjson
@@ -15,7 +17,7 @@ from helpers import CHANGELOG_SOURCE, CHANGELOGS, SMS_SOURCE, sms_rows, write_js
 from pipeline import reasons
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.errors import DataError
-from pipeline.ingest import ingest
+from pipeline.ingest import ingest, parse_timestamps
 from pipeline.schema import RECORD_SCHEMA
 from pipeline.stage import RunContext
 
@@ -308,3 +310,98 @@ def test_root_names_files_and_clashing_names_are_refused(tmp_path, sms_spam):
     )
     records, _, _ = run_ingest(tmp_path, rooted)
     assert sorted(records["location"]) == ["one/sms.jsonl:1", "two/sms.jsonl:1"]
+
+
+def test_parquet_timestamps_of_every_kind_become_utc(tmp_path):
+    moment = datetime(2021, 3, 4, 5, 6, 7)
+    pl.DataFrame(
+        {
+            "text": ["naive", "nanoseconds", "zoned", "date"],
+            "naive": [moment] * 4,
+        }
+    ).with_columns(
+        pl.col("naive").cast(pl.Datetime("ns")).alias("ns"),
+        pl.col("naive").dt.replace_time_zone("Europe/Berlin").alias("zoned"),
+        pl.col("naive").dt.date().alias("day"),
+    ).write_parquet(tmp_path / "t.parquet")
+    common = {
+        "location": "t.parquet",
+        "format": "parquet",
+        "license": "MIT",
+        "consent": "contract",
+        "owner": "us",
+    }
+    expected = {
+        "naive": "2021-03-04 05:06:07+00:00",
+        "ns": "2021-03-04 05:06:07+00:00",
+        "zoned": "2021-03-04 04:06:07+00:00",
+        "day": "2021-03-04 00:00:00+00:00",
+    }
+    for column, when in expected.items():
+        records, events, _ = run_ingest(
+            tmp_path, {"name": "p", **common, "fields": {"text": "text", "timestamp": column}}
+        )
+        assert events.height == 0 and {str(t) for t in records["timestamp"]} == {when}, column
+
+
+def test_malformed_csv_rows_are_dropped_and_named(tmp_path):
+    (tmp_path / "in.csv").write_text(
+        'id,text\n1,fine\n2,one,too many\n3,"also fine"\n4,"never closed\n5,lost\n'
+    )
+    common = {"license": "MIT", "consent": "contract", "owner": "us"}
+    records, events, stats = run_ingest(
+        tmp_path,
+        {
+            "name": "c",
+            "location": "in.csv",
+            "format": "csv",
+            "fields": {"text": "text", "id": "id"},
+            **common,
+        },
+    )
+    assert sorted(records["text"]) == ["also fine", "fine"]
+    found = {
+        json.loads(e)["row"]: r for e, r in zip(events["evidence"], events["reason"], strict=True)
+    }
+    assert found == {
+        2: reasons.MALFORMED_ROW,
+        4: reasons.MALFORMED_ROW,
+    }  # the open quote swallows the rest
+    assert stats["records_in"] == 4
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ("2023-01-05T10:00:00+01:00", "2023-01-05 09:00:00+00:00"),
+        ("Thu, 05 Jan 2023 14:55:25 -0500", "2023-01-05 19:55:25+00:00"),
+        ("20230105", "2023-01-05 00:00:00+00:00"),
+        ("1700000000", "2023-11-14 22:13:20+00:00"),
+        ("2023", None),  # a year alone is not an epoch time
+        ("yesterday", None),
+    ],
+)
+def test_timestamp_formats(raw, parsed):
+    result = parse_timestamps(pl.Series([raw]), None)[0]
+    assert (str(result) if result is not None else None) == parsed
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path):
+    (tmp_path / "in.jsonl").write_bytes(
+        codecs.BOM_UTF8 + orjson.dumps({"id": "a", "text": "first"}) + b"\n"
+    )
+    (tmp_path / "in.csv").write_bytes(codecs.BOM_UTF8 + b"id,text\nb,second\n")
+    common = {
+        "license": "MIT",
+        "consent": "contract",
+        "owner": "us",
+        "fields": {"text": "text", "id": "id"},
+    }
+    records, events, _ = run_ingest(
+        tmp_path,
+        {"name": "j", "location": "in.jsonl", "format": "jsonl", **common},
+        {"name": "c", "location": "in.csv", "format": "csv", **common},
+    )
+    assert events.height == 0 and sorted(records["record_id"]) == sorted(
+        [xxh(f"j{SEP}a"), xxh(f"c{SEP}b")]
+    )
