@@ -7,7 +7,11 @@ newest published version of a dataset name.
 
 from __future__ import annotations
 
+import fcntl
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +30,7 @@ from pipeline.reader import PublishedVersion, read_version
 
 CATALOG_FILE = "catalog.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
+_MIGRATION_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,10 @@ class Catalog:
         return cls(f"sqlite:///{workdir / CATALOG_FILE}", workdir)
 
     def migrate(self) -> None:
+        with _MIGRATION_LOCK:  # alembic keeps its migration context in module globals
+            self._migrate()
+
+    def _migrate(self) -> None:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with self.engine.begin() as connection:
@@ -145,11 +154,16 @@ class Catalog:
         Publishing a version whose hash is already in the catalog changes nothing: the
         staging folder is discarded and the existing version is returned.
         """
+        with _commit_lock(self.workdir / "datasets" / staged.manifest["name"]):
+            existing = self._find(staged.dataset_hash)
+            if existing is not None:
+                shutil.rmtree(staged.path)
+                return existing, False
+            self._make_permanent(staged, sources)
+        return self.version(staged.dataset_hash), True
+
+    def _make_permanent(self, staged: StagedVersion, sources: list[SourceDeclaration]) -> None:
         manifest = staged.manifest
-        existing = self._find(staged.dataset_hash)
-        if existing is not None:
-            shutil.rmtree(staged.path)
-            return existing, False
         relative = Path("datasets") / manifest["name"] / staged.dataset_hash
         final = self.workdir / relative
         if final.exists():  # left by a run that stopped before its catalog row: not a version
@@ -202,7 +216,6 @@ class Catalog:
                     for source in sources
                 ],
             )
-        return self.version(staged.dataset_hash), True
 
     def _find(self, dataset_hash: str) -> VersionRecord | None:
         query = select(tables.versions).where(tables.versions.c.dataset_hash == dataset_hash)
@@ -254,6 +267,19 @@ class Catalog:
             query = query.where(tables.runs.c.name == name)
         with self.engine.connect() as connection:
             return [dict(row) for row in connection.execute(query).mappings()]
+
+
+@contextmanager
+def _commit_lock(dataset_dir: Path) -> Iterator[None]:
+    """One commit at a time per dataset name: two runs publishing the same version at once
+    must not both move folders (the second finds the version and discards its copy)."""
+    dataset_dir.mkdir(parents=True, exist_ok=True)
+    with open(dataset_dir / ".commit.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _sqlite_pragmas(connection, _record) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from helpers import SMS_SOURCE, sms_rows, write_jsonl
@@ -124,3 +125,19 @@ def test_latest_is_per_dataset_name_and_prefixes_must_be_unique(tmp_path, sms_sp
         catalog.version("")
     with pytest.raises(DataError, match="no version 'ffffzz'"):
         catalog.version("ffffzz")
+
+
+def test_two_runs_committing_the_same_version_at_once(tmp_path, sms_spam):
+    catalog = Catalog.open(tmp_path / "work")
+    staged_and_configs = [stage(tmp_path, sms_spam, run_id=f"run-{n}") for n in range(4)]
+    staged, cfg = [s for s, _ in staged_and_configs], staged_and_configs[0][1]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(
+            pool.map(lambda s: Catalog.open(tmp_path / "work").commit(s, cfg.source_list), staged)
+        )
+    assert sorted(created for _, created in results) == [False, False, False, True]
+    (version,) = catalog.versions()
+    folder = catalog.version_path(version)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["run_id"] == version.run_id  # the folder is the committed run's own
+    assert not any(path.name.startswith(".staging") for path in folder.parent.iterdir())
