@@ -44,6 +44,17 @@ ConfigOption = Annotated[
 ]
 
 
+def main() -> None:
+    """Console entry point: any error the commands do not explain still exits 2, not 1."""
+    try:
+        app()
+    except Exception as error:  # noqa: BLE001 — the last line of defence, reported plainly
+        stderr.print(
+            f"[bold red]error:[/] unexpected {type(error).__name__}: {error}", highlight=False
+        )
+        sys.exit(2)
+
+
 def fail(message: str, code: int = 2) -> None:
     stderr.print(f"[bold red]error:[/] {message}", highlight=False)
     raise typer.Exit(code)
@@ -109,9 +120,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"records in {summary['records_in']}: published {summary['published']}, "
         f"dropped {summary['dropped']}, quarantined {summary['quarantined']}"
     )
-    for action, reasons in summary["reasons"].items():
-        for reason, count in reasons.items():
-            stderr.print(f"  {action:<12} {reason:<24} {count}")
+    for section in ("reasons", "changes"):
+        for action, reasons in summary[section].items():
+            for reason, count in reasons.items():
+                stderr.print(f"  {action:<12} {reason:<24} {count}")
     splits = ", ".join(
         f"{name} {counts['records']} ({counts['groups']} groups)"
         for name, counts in summary["splits"].items()

@@ -208,10 +208,7 @@ def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, A
 def summarize(
     plan: RunPlan, records_in: int, committed: dict[str, Any], split_stats: dict
 ) -> dict[str, Any]:
-    by_reason = ledger.terminal_counts(pl.scan_parquet(plan.run_dir / "ledger.parquet"))
-    reasons: dict[str, dict[str, int]] = {}
-    for action, reason, records in by_reason.iter_rows():
-        reasons.setdefault(action, {})[reason or action] = records
+    events = pl.scan_parquet(plan.run_dir / "ledger.parquet")
     version_dir = Path(committed["path"])
     return {
         "run_id": plan.run_id,
@@ -221,7 +218,8 @@ def summarize(
         "parent_version": plan.parent_version,
         "records_in": records_in,
         **committed["counts"],
-        "reasons": reasons,
+        "reasons": ledger.counts_by_reason(events, terminal=True),
+        "changes": ledger.counts_by_reason(events, terminal=False),  # edits and moves
         "splits": split_stats["splits"],
         "paths": {
             "version": str(version_dir),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import glob
 import os
+from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -109,7 +111,9 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
         for source in sources:
             per_source[source.name] = {"records_in": 0}
             batches = _batches(files[source.name])
-            results = pool.map(lambda batch, source=source: _read_batch(batch, source), batches)
+            results = _in_order(
+                pool, lambda batch, source=source: _read_batch(batch, source), batches
+            )
             for batch, (rows_in, records, bad) in zip(batches, results, strict=True):
                 per_source[source.name]["records_in"] += rows_in
                 bad_rows.append(writer.add(records, bad))
@@ -123,6 +127,18 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
     records_in = sum(counts["records_in"] for counts in per_source.values())
     stats = {"records_in": records_in, "bad_rows": events.height, "sources": per_source}
     return StageResult(frame=writer.scan(), events=events, stats=stats)
+
+
+def _in_order(pool: ThreadPoolExecutor, work, items: list) -> Iterator:
+    """Results of `work` over `items`, in order, with at most one item per thread waiting
+    ahead (pool.map would start them all and hold every result in memory)."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.submit(work, item))
+        if len(pending) > INGEST_THREADS:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def _batches(files: list[tuple[Path, str]]) -> list[list[tuple[Path, str]]]:

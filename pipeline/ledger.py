@@ -71,15 +71,19 @@ def consolidate(ledger_dir: Path, target: Path) -> Path:
     return target
 
 
-def terminal_counts(ledger: pl.LazyFrame) -> pl.DataFrame:
-    """Counts of terminal events per action and reason."""
-    return (
-        ledger.filter(pl.col("terminal"))
+def counts_by_reason(ledger: pl.LazyFrame, terminal: bool) -> dict[str, dict[str, int]]:
+    """{action: {reason: events}} for the terminal events, or for the edits and moves."""
+    counted = (
+        ledger.filter(pl.col("terminal") == terminal)
         .group_by("action", "reason")
-        .agg(pl.len().alias("records"))
-        .sort("action", "records", "reason", descending=[False, True, False])
+        .agg(pl.len().alias("events"))
+        .sort("action", "events", "reason", descending=[False, True, False])
         .collect()
     )
+    by_action: dict[str, dict[str, int]] = {}
+    for action, reason, events in counted.iter_rows():
+        by_action.setdefault(action, {})[reason or action] = events
+    return by_action
 
 
 def check_accounting(ledger: pl.LazyFrame, records_in: int, generated: int = 0) -> dict[str, int]:

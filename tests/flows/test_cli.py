@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import SMS_SOURCE, write_project
 from typer.testing import CliRunner
 
-from flows.cli import app
+from flows.cli import app, main
 
 runner = CliRunner()
 
@@ -40,3 +41,12 @@ def test_run_with_a_bad_config_exits_2_naming_the_field(tmp_path):
     assert result.exit_code == 2
     assert f"{config}:" in result.stderr and "sources[0] (sms).consent" in result.stderr
     assert not (tmp_path / "work").exists()  # nothing ran
+
+
+def test_an_unexpected_error_exits_2_with_a_message(tmp_path, monkeypatch, capsys):
+    (tmp_path / "catalog.db").write_bytes(b"this is not a database")
+    monkeypatch.setattr("sys.argv", ["thresher", "catalog", "list", "--workdir", str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 2
+    assert "unexpected DatabaseError" in capsys.readouterr().err
