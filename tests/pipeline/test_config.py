@@ -97,3 +97,16 @@ def test_config_hash_ignores_paths_workdir_and_runner(tmp_path):
         write(tmp_path / "c.yaml", {"name": "x", "sources": [SMS_SOURCE], "split": {"salt": "s"}})
     )
     assert config_hash(three) != config_hash(one)
+
+
+def test_sections_of_later_stages_say_they_are_not_available_yet(tmp_path):
+    with pytest.raises(
+        ConfigError,
+        match=r"c.yaml:[0-9]+: quality: not available in this version: it arrives with the quality-filtering stage",
+    ):
+        load_run_config(
+            write(
+                tmp_path / "c.yaml",
+                {"name": "x", "sources": [SMS_SOURCE], "quality": {"min_words": 3}},
+            )
+        )
