@@ -61,8 +61,11 @@ class RunPlan:
         parent_splits = None
         if self.parent_path is not None:
             parent = read_version(self.parent_path, verify=False)  # verified in plan_run
-            parent_splits = pl.concat(
-                [frame.select("record_id", "split") for frame in parent.splits.values()]
+            members = [frame.select("record_id", "split") for frame in parent.splits.values()]
+            parent_splits = (
+                pl.concat(members)
+                if members
+                else pl.LazyFrame(schema={"record_id": pl.String, "split": pl.String})
             )
         return RunContext(
             run_id=self.run_id,

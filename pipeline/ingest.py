@@ -118,7 +118,7 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
                 per_source[source.name]["records_in"] += rows_in
                 bad_rows.append(writer.add(records, bad))
                 advance(len(batch))
-    writer.flush()
+    writer.close()
     repeats, repeat_events = _repeated_ids(writer.scan())
     writer.remove(repeats)
     events = pl.concat([*bad_rows, repeat_events])
@@ -344,7 +344,12 @@ class _PartWriter:
             if kept.height != records.height:
                 kept.write_parquet(part, **INTERMEDIATE_PARQUET)
 
+    def close(self) -> None:
+        """Write what is buffered; an input without a single good record still leaves one
+        (empty) part, so every later stage finds a file to read."""
+        if self.parts == 0 and not self.buffer:
+            self.buffer.append(pl.DataFrame(schema=RECORD_SCHEMA))
+        self.flush()
+
     def scan(self) -> pl.LazyFrame:
-        if self.parts == 0:
-            return pl.DataFrame(schema=RECORD_SCHEMA).lazy()
         return pl.scan_parquet(self.out_dir / "part-*.parquet")

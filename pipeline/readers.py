@@ -25,10 +25,9 @@ from pipeline import reasons
 from pipeline.config import FieldMapping, SourceDeclaration
 from pipeline.errors import DataError
 
-# Fields whose JSON value must be a string (text) or a scalar (the rest): values of another
-# JSON type would otherwise be silently turned into strings by the fast reader.
+# The text must be a JSON string; the other mapped roles may be any JSON scalar. Values of
+# another JSON type would otherwise be silently turned into strings by the fast reader.
 _STRING_ONLY = ("text",)
-_SCALAR = ("id", "group", "timestamp", "label")
 
 
 def read_file(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:

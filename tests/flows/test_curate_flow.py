@@ -168,3 +168,14 @@ def test_init_scaffolds_a_project_that_runs(tmp_path):
     assert summary["records_in"] == 40 and summary["published"] + summary["dropped"] == 40
     again = thresher("init", tmp_path / "project")
     assert again.exit_code == 2 and "already exist" in again.stderr
+
+
+def test_a_source_with_only_bad_rows_publishes_an_empty_version_twice(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sms-1.jsonl").write_text('{"id": "a"}\n{"id": "b", "text": "  "}\n')
+    config = write_project(tmp_path, [SMS_SOURCE])
+    first = run_json(config)
+    assert (first["records_in"], first["published"], first["dropped"]) == (2, 0, 2)
+    assert first["reasons"]["dropped"] == {"missing_text": 1, "empty_text": 1}
+    second = run_json(config)  # the empty parent is read back as the parent
+    assert second["dataset_hash"] == first["dataset_hash"] and not second["created"]
