@@ -271,41 +271,30 @@ def catalog_verify(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Re-hash every shard of a version against its manifest and catalog; exit 1 on a mismatch."""
+    """Re-hash every shard of a version against the catalog and its manifest; exit 1 naming
+    each shard (or manifest) that does not match."""
     from pipeline.reader import read_manifest, verify_shards
 
     catalog, version = _find_version(ref, workdir, config)
     path = catalog.version_path(version)
+    cataloged = catalog.shards(version.dataset_hash)  # written last and never changed
+    findings = [(p.path, p.problem) for p in verify_shards(path, {"shards": cataloged})]
     try:
-        manifest = read_manifest(path)
-    except ThresherError as error:
-        fail(str(error))
-    problems = verify_shards(path, manifest)
-    cataloged = {shard["path"]: shard["sha256"] for shard in catalog.shards(version.dataset_hash)}
-    listed = {shard["path"]: shard["sha256"] for shard in manifest["shards"]}
-    disagreements = sorted(
-        p for p in cataloged.keys() | listed.keys() if cataloged.get(p) != listed.get(p)
-    )
-    for problem in problems:
+        listed = {shard["path"]: shard["sha256"] for shard in read_manifest(path)["shards"]}
+        expected = {shard["path"]: shard["sha256"] for shard in cataloged}
+        findings += [
+            (shard, "manifest and catalog disagree")
+            for shard in sorted(expected.keys() | listed.keys())
+            if expected.get(shard) != listed.get(shard)
+        ]
+    except ThresherError:
+        findings.append(("manifest.json", "missing"))
+    for shard, problem in findings:
         if as_json:
-            emit(
-                {
-                    "shard": problem.path,
-                    "problem": problem.problem,
-                    "expected": problem.expected,
-                    "actual": problem.actual,
-                }
-            )
-        stderr.print(
-            f"[red]FAIL[/] {path / problem.path}: {problem.problem} (expected {problem.expected[:16]}…)"
-        )
-    for shard in disagreements:
-        if as_json:
-            emit({"shard": shard, "problem": "manifest and catalog disagree"})
-        stderr.print(f"[red]FAIL[/] {shard}: manifest and catalog disagree")
-    if problems or disagreements:
-        stderr.print(
-            f"version {version.dataset_hash[:16]}: {len(problems) + len(disagreements)} problem(s) in {len(listed)} shard(s)"
-        )
+            emit({"shard": shard, "problem": problem})
+        stderr.print(f"[red]FAIL[/] {path / shard}: {problem}")
+    summary = f"version {version.dataset_hash[:16]}: {len(cataloged)} shard(s)"
+    if findings:
+        stderr.print(f"{summary}, {len(findings)} problem(s)")
         raise typer.Exit(1)
-    stderr.print(f"version {version.dataset_hash[:16]}: all {len(listed)} shard(s) match")
+    stderr.print(f"{summary}, all match")

@@ -112,7 +112,7 @@ def test_catalog_verify_names_a_tampered_shard(sms_project):
     summary = run_json(sms_project)
     workdir = sms_project.parent / "work"
     clean = thresher("catalog", "verify", summary["dataset_hash"][:10], "--workdir", workdir)
-    assert clean.exit_code == 0 and "shard(s) match" in clean.stderr
+    assert clean.exit_code == 0 and "all match" in clean.stderr
     shard = next(Path(summary["paths"]["shards"]).glob("train/part-00000.parquet"))
     table = pq.read_table(shard)
     pq.write_table(table.slice(0, table.num_rows - 1), shard, compression="zstd")
@@ -123,7 +123,13 @@ def test_catalog_verify_names_a_tampered_shard(sms_project):
         finding["shard"] == "data/train/part-00000.parquet"
         and finding["problem"] == "sha256 mismatch"
     )
-    assert "data/train/part-00000.parquet" in result.stderr
+    assert "data/train/part-00000.parquet: sha256 mismatch" in result.stderr
+    (Path(summary["paths"]["manifest"])).unlink()
+    gone = thresher("catalog", "verify", summary["dataset_hash"], "--workdir", workdir, "--json")
+    assert gone.exit_code == 1
+    assert {"shard": "manifest.json", "problem": "missing"} in [
+        json.loads(x) for x in gone.stdout.splitlines()
+    ]
 
 
 def test_catalog_list_and_show(sms_project):
