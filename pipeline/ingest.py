@@ -8,8 +8,6 @@ keeps its first occurrence; later ones are dropped as `duplicate_source_id`.
 
 from __future__ import annotations
 
-import glob
-import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,13 +17,14 @@ import polars as pl
 
 from pipeline import ledger, reasons
 from pipeline.config import SourceDeclaration
-from pipeline.errors import DataError
 from pipeline.identity import KEY_SEPARATOR, record_key, xxh3_128_hex
 from pipeline.normalize import normalize_text
 from pipeline.progress import progress
 from pipeline.readers import read_file
 from pipeline.schema import RECORD_SCHEMA
+from pipeline.source_files import source_files
 from pipeline.stage import RunContext, StageResult
+from pipeline.timestamps import parse_timestamps
 
 STAGE = "ingest"
 PART_ROWS = 250_000
@@ -33,63 +32,6 @@ BATCH_BYTES = 16 << 20
 INGEST_THREADS = 2
 # Run-folder files are read once and deleted: write speed matters more than size.
 INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
-
-_TIMESTAMP_FORMATS = (
-    "%Y-%m-%dT%H:%M:%S%.f%#z",
-    "%Y-%m-%d %H:%M:%S%.f%#z",
-    "%Y-%m-%dT%H:%M:%S%.f",
-    "%Y-%m-%d %H:%M:%S%.f",
-    "%Y-%m-%d",
-    "%Y%m%d",
-    "%a, %d %b %Y %H:%M:%S %z",
-)
-
-
-def source_files(source: SourceDeclaration) -> list[tuple[Path, str]]:
-    """(path, stable name) for each file of a source, in a fixed order.
-
-    The name is part of record identities and locations, so it must not depend on where a
-    machine keeps the data or on which other files exist: a relative location is named
-    relative to the source's `root` (default: the folder of the file that declared it), an
-    absolute one relative to its fixed part, the folders before the first wildcard.
-    Symbolic links to an already listed file are read once (Debian links the doc folders
-    of binary packages to their source package's).
-    """
-    root = source.root_dir
-    by_target: dict[str, tuple[Path, str]] = {}
-    for pattern in source.patterns:
-        absolute = os.path.isabs(pattern)
-        matches = sorted(
-            glob.glob(pattern if absolute else os.path.join(root, pattern), recursive=True)
-        )
-        matches = [match for match in matches if os.path.isfile(match)]
-        if not matches:
-            raise DataError(
-                f"source {source.name!r}: location {pattern!r} matches no file"
-                f"{'' if absolute else f' (relative to {root})'}; "
-                "fix the location or remove the source"
-            )
-        named_from = _fixed_part(pattern) if absolute else root
-        for match in matches:
-            by_target.setdefault(
-                os.path.realpath(match), (Path(match), os.path.relpath(match, named_from))
-            )
-    named = sorted(by_target.values(), key=lambda item: item[1])
-    for (first, name), (second, other) in zip(named, named[1:], strict=False):
-        if name == other:
-            raise DataError(
-                f"source {source.name!r}: {first} and {second} would both be named {name!r}, "
-                "and names are part of record identities; set the source's `root` to a folder "
-                "above both and give their locations relative to it"
-            )
-    return named
-
-
-def _fixed_part(pattern: str) -> str:
-    """The folder of an absolute pattern before its first wildcard (a file's own folder)."""
-    parts = Path(pattern).parts
-    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts) - 1)
-    return str(Path(*parts[:fixed]))
 
 
 def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> StageResult:
@@ -236,31 +178,6 @@ def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFra
         bad, stage=STAGE, action=reasons.DROPPED, reason=pl.col("_error"), evidence=evidence
     )
     return good, bad_events
-
-
-def parse_timestamps(value: pl.Series, fmt: str | None) -> pl.Series:
-    """Parse timestamps to UTC: a given format, else ISO 8601, RFC 2822, a date or epoch
-    seconds. Times without a zone are taken as UTC. Each format after the first is tried
-    only on the rows still unparsed: real columns mostly hold one format."""
-    parsed = pl.Series(value.name, [None] * len(value), dtype=pl.Datetime("us", "UTC"))
-    for attempt in [*((fmt,) if fmt else _TIMESTAMP_FORMATS), *([] if fmt else ["epoch"])]:
-        todo = (parsed.is_null() & value.is_not_null()).arg_true()
-        if todo.len() == 0:
-            break
-        parsed = parsed.scatter(todo, _parse_as(value.gather(todo), attempt))
-    return parsed
-
-
-def _parse_as(value: pl.Series, attempt: str) -> pl.Series:
-    if attempt == "epoch":
-        # 9 to 11 digits: 1973 to 5138; fewer are more likely a year or a mistake
-        seconds = value.str.extract(r"^(-?[0-9]{9,11}(?:\.[0-9]+)?)$").cast(pl.Float64)
-        return (seconds * 1_000_000).cast(pl.Int64).cast(pl.Datetime("us", "UTC"))
-    parsed = value.str.to_datetime(attempt, strict=False, time_unit="us")
-    # formats with a zone parse to UTC already; the rest are naive and taken as UTC
-    if "%z" not in attempt and "%#z" not in attempt:
-        parsed = parsed.dt.replace_time_zone("UTC")
-    return parsed.cast(pl.Datetime("us", "UTC"))
 
 
 def _metadata_json(raw: pl.DataFrame, names: list[str]) -> pl.Expr:

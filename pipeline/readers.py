@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import codecs
 import csv
-import gzip
 import io
 import json
-import re
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +20,7 @@ import polars as pl
 
 from pipeline import reasons
 from pipeline.config import FieldMapping, SourceDeclaration
+from pipeline.debian_changelog import decode_lossy, read_debian_changelog
 from pipeline.errors import DataError
 
 # The text must be a JSON string; the other mapped roles may be any JSON scalar. Values of
@@ -37,7 +35,7 @@ def read_file(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
         "csv": _read_csv,
         "parquet": _read_parquet,
         "text": _read_text,
-        "debian_changelog": _read_debian_changelog,
+        "debian_changelog": read_debian_changelog,
     }[source.format]
     return reader(path, name, source)
 
@@ -168,15 +166,8 @@ def _nested_json(value) -> str:
     )
 
 
-def _decode_lossy(data: bytes, encoding: str) -> tuple[str, bool]:
-    try:
-        return data.decode(encoding), True
-    except UnicodeDecodeError:
-        return data.decode(encoding, errors="replace"), False
-
-
 def _read_csv(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    text, valid = _decode_lossy(path.read_bytes(), source.encoding)
+    text, valid = decode_lossy(path.read_bytes(), source.encoding)
     text = text.removeprefix("\ufeff")
     try:
         frame = pl.read_csv(io.StringIO(text), infer_schema=False, raise_if_empty=False)
@@ -271,7 +262,7 @@ def _require_columns(path: Path, frame: pl.DataFrame, source: SourceDeclaration)
 
 
 def _read_text(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    text, valid = _decode_lossy(path.read_bytes(), source.encoding)
+    text, valid = decode_lossy(path.read_bytes(), source.encoding)
     return pl.DataFrame(
         {
             "_location": [1],
@@ -281,84 +272,3 @@ def _read_text(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame
         },
         schema={"_location": pl.Int64, "_error": pl.String, "text": pl.String, "path": pl.String},
     )
-
-
-_CHANGELOG_HEADER = re.compile(
-    r"^(?P<package>[a-z0-9][a-z0-9+.-]*) \((?P<version>[^()\s]+)\) (?P<distribution>[^;]*);(?P<options>.*)$"
-)
-_CHANGELOG_TRAILER = re.compile(r"^ -- (?P<maintainer>.*?) <(?P<email>[^>]*)>  (?P<date>.+?)\s*$")
-
-
-def _read_debian_changelog(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    """Debian changelog entries: header, change lines, ` -- Name <email>  date` trailer."""
-    data = path.read_bytes()
-    if path.suffix == ".gz":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as error:
-            raise DataError(
-                f"{path}: not a readable gzip file ({error}); reinstall or remove it"
-            ) from None
-    text, _ = _decode_lossy(data, source.encoding)
-    entries, current = [], None
-    for number, line in enumerate(text.split("\n"), start=1):
-        header = _CHANGELOG_HEADER.match(line)
-        if header:
-            if current is not None:  # a header before the previous entry's trailer
-                entries.append({**current, "_error": reasons.UNPARSEABLE_ENTRY})
-            urgency = re.search(r"urgency=(\w+)", header["options"])
-            current = {
-                "_location": number,
-                "_error": None,
-                "package": header["package"],
-                "version": header["version"],
-                "distribution": header["distribution"].strip(),
-                "urgency": urgency[1] if urgency else None,
-                "lines": [],
-            }
-            continue
-        if current is None:
-            continue  # text between entries (old-format notes, local variables)
-        trailer = _CHANGELOG_TRAILER.match(line)
-        if trailer:
-            current |= {
-                "maintainer": trailer["maintainer"],
-                "maintainer_email": trailer["email"],
-                "date": _rfc2822_to_iso(trailer["date"]),
-            }
-            entries.append(current)
-            current = None
-        else:
-            current["lines"].append(line)
-    if current is not None:
-        entries.append({**current, "_error": reasons.UNPARSEABLE_ENTRY})
-    for entry in entries:
-        body = "\n".join(entry.pop("lines"))
-        entry["changes"] = body if "\ufffd" not in body else None
-        if entry["changes"] is None and entry["_error"] is None:
-            entry["_error"] = reasons.INVALID_UTF8
-        entry["entry_id"] = f"{entry['package']}/{entry['version']}"
-    columns = [
-        "_location",
-        "_error",
-        "package",
-        "version",
-        "distribution",
-        "urgency",
-        "maintainer",
-        "maintainer_email",
-        "date",
-        "changes",
-        "entry_id",
-    ]
-    schema = {name: pl.Int64 if name == "_location" else pl.String for name in columns}
-    return pl.DataFrame(
-        [{name: entry.get(name) for name in columns} for entry in entries], schema=schema
-    )
-
-
-def _rfc2822_to_iso(value: str) -> str:
-    try:
-        return parsedate_to_datetime(value).isoformat()
-    except (TypeError, ValueError):
-        return value  # left for the timestamp parser to report

@@ -17,9 +17,10 @@ from helpers import CHANGELOG_SOURCE, CHANGELOGS, SMS_SOURCE, sms_rows, write_js
 from pipeline import reasons
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.errors import DataError
-from pipeline.ingest import ingest, parse_timestamps
+from pipeline.ingest import ingest
 from pipeline.schema import RECORD_SCHEMA
 from pipeline.stage import RunContext
+from pipeline.timestamps import parse_timestamps
 
 SEP = "\x1f"
 
