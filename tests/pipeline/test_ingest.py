@@ -37,6 +37,18 @@ def run_ingest(root: Path, *declarations: dict):
     return result.frame.collect(), result.events, result.stats
 
 
+def csv_source(**overrides) -> dict:
+    common = {"license": "MIT", "consent": "contract", "owner": "us"}
+    return {
+        "name": "c",
+        "location": "in.csv",
+        "format": "csv",
+        "fields": {"text": "text", "id": "id"},
+        **common,
+        **overrides,
+    }
+
+
 def jsonl_source(**overrides) -> dict:
     return {**SMS_SOURCE, "location": "in.jsonl", **overrides}
 
@@ -207,13 +219,7 @@ def test_bad_rows_in_csv_and_text_files(tmp_path):
     common = {"license": "MIT", "consent": "contract", "owner": "us"}
     _, events, _ = run_ingest(
         tmp_path,
-        {
-            "name": "c",
-            "location": "in.csv",
-            "format": "csv",
-            "fields": {"text": "text", "id": "id"},
-            **common,
-        },
+        csv_source(),
         {"name": "t", "location": "t/*.txt", "format": "text", **common},
     )
     found = {
@@ -349,16 +355,9 @@ def test_malformed_csv_rows_are_dropped_and_named(tmp_path):
     (tmp_path / "in.csv").write_text(
         'id,text\n1,fine\n2,one,too many\n3,"also fine"\n4,"never closed\n5,lost\n'
     )
-    common = {"license": "MIT", "consent": "contract", "owner": "us"}
     records, events, stats = run_ingest(
         tmp_path,
-        {
-            "name": "c",
-            "location": "in.csv",
-            "format": "csv",
-            "fields": {"text": "text", "id": "id"},
-            **common,
-        },
+        csv_source(),
     )
     assert sorted(records["text"]) == ["also fine", "fine"]
     found = {
