@@ -69,7 +69,9 @@ class Catalog:
         return cls(f"sqlite:///{workdir / CATALOG_FILE}", workdir)
 
     def migrate(self) -> None:
-        with _MIGRATION_LOCK:  # alembic keeps its migration context in module globals
+        # alembic keeps its migration context in module globals (threads), and two processes
+        # opening a new catalog at once would both create its tables (processes)
+        with _MIGRATION_LOCK, _file_lock(self.workdir / ".catalog.lock"):
             self._migrate()
 
     def _migrate(self) -> None:
@@ -154,7 +156,9 @@ class Catalog:
         Publishing a version whose hash is already in the catalog changes nothing: the
         staging folder is discarded and the existing version is returned.
         """
-        with _commit_lock(self.workdir / "datasets" / staged.manifest["name"]):
+        # one commit at a time per dataset name: two runs publishing the same version at
+        # once must not both move folders (the second finds the version, drops its copy)
+        with _file_lock(self.workdir / "datasets" / staged.manifest["name"] / ".commit.lock"):
             existing = self._find(staged.dataset_hash)
             if existing is not None:
                 shutil.rmtree(staged.path)
@@ -270,11 +274,10 @@ class Catalog:
 
 
 @contextmanager
-def _commit_lock(dataset_dir: Path) -> Iterator[None]:
-    """One commit at a time per dataset name: two runs publishing the same version at once
-    must not both move folders (the second finds the version and discards its copy)."""
-    dataset_dir.mkdir(parents=True, exist_ok=True)
-    with open(dataset_dir / ".commit.lock", "w") as handle:
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock between processes (and threads) on this machine."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

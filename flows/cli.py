@@ -288,7 +288,7 @@ def catalog_verify(
             if expected.get(shard) != listed.get(shard)
         ]
     except ThresherError:
-        findings.append(("manifest.json", "missing"))
+        findings.append(("manifest.json", "missing or unreadable"))
     for shard, problem in findings:
         if as_json:
             emit({"shard": shard, "problem": problem})

@@ -6,6 +6,7 @@ source, and the field. Relative paths resolve against the file that declared the
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -81,6 +82,17 @@ class SourceDeclaration(Strict):
     removal_contact: str | None = None
     description: str | None = None
     base_dir: str = Field("", description="set by the loader: where relative locations start")
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, encoding: str) -> str:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ValueError(
+                f"unknown text encoding {encoding!r} (e.g. utf-8, latin-1, utf-16)"
+            ) from None
+        return encoding
 
     @model_validator(mode="after")
     def _default_fields(self) -> SourceDeclaration:

@@ -58,6 +58,10 @@ def read_manifest(path: Path) -> dict[str, Any]:
         return json.loads((path / MANIFEST).read_text())
     except FileNotFoundError:
         raise DataError(f"{path}: no {MANIFEST}; this is not a published version folder") from None
+    except ValueError as error:
+        raise DataError(
+            f"{path / MANIFEST}: unreadable ({error}); restore it from a copy"
+        ) from None
 
 
 def verify_shards(path: Path, manifest: dict[str, Any]) -> list[ShardProblem]:

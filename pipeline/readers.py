@@ -48,33 +48,42 @@ def _mapped(fields: FieldMapping) -> dict[str, str]:
 
 
 def _read_jsonl(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    """polars reads the file whole; a file with a blank line, a line that is not a JSON
-    object or bytes that are not UTF-8 is read line by line instead, so each bad line can
-    be named."""
-    data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
-    if source.encoding.lower().replace("-", "").replace("_", "") == "utf8":
-        try:
-            frame = pl.read_ndjson(
-                io.BytesIO(data), schema=dict.fromkeys(_wanted(source.fields), pl.String)
-            )
-        except pl.exceptions.PolarsError:
-            frame = None  # invalid JSON or UTF-8 on some line: find it line by line
+    """polars reads the file whole. A file with a blank line, a line that is not a JSON
+    object, or bytes not valid in its encoding is first sorted line by line, so each bad
+    line can be named; polars then reads the good lines, so every value is rendered the
+    same way whichever path a file took."""
+    data = path.read_bytes()
+    if _is_utf8(source.encoding):
+        data = data.removeprefix(codecs.BOM_UTF8)
         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        try:
+            frame = _parse_json_lines(data, source.fields)
+        except pl.exceptions.PolarsError:
+            frame = None  # invalid JSON or UTF-8 on some line
         if frame is not None and frame.height == lines:  # no blank lines: row n is line n
-            frame = frame.with_columns(
-                pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
-                pl.lit(None, dtype=pl.String).alias("_error"),
+            locations = pl.int_range(1, pl.len() + 1, dtype=pl.Int64, eager=False)
+            return _recheck_suspects(
+                frame.with_columns(locations.alias("_location")), data, source.fields
             )
-            return _flag_wrong_types(frame, data, source.fields)
     return _read_jsonl_by_line(data, source)
 
 
-def _flag_wrong_types(frame: pl.DataFrame, data: bytes, fields: FieldMapping) -> pl.DataFrame:
-    """polars renders any JSON value as a string. Values that may not have been a JSON
-    string (text) or scalar (the other roles) are rechecked from their own lines."""
+def _is_utf8(encoding: str) -> bool:
+    return codecs.lookup(encoding).name == "utf-8"
+
+
+def _parse_json_lines(data: bytes, fields: FieldMapping) -> pl.DataFrame:
+    frame = pl.read_ndjson(io.BytesIO(data), schema=dict.fromkeys(_wanted(fields), pl.String))
+    return frame.with_columns(pl.lit(None, dtype=pl.String).alias("_error"))
+
+
+def _recheck_suspects(frame: pl.DataFrame, data: bytes, fields: FieldMapping) -> pl.DataFrame:
+    """polars renders any JSON value as a string, and a lone surrogate escape as NUL.
+    Values that may not have been a JSON string (text) or scalar (the other roles), or
+    that hold a NUL, are rechecked from their own lines (row n is line n of `data`)."""
     mapped = _mapped(fields)
     looks_wrong = [
-        pl.col(name).str.contains(_NOT_A_STRING if role in _STRING_ONLY else r"^[\[{]")
+        pl.col(name).str.contains(_NOT_A_STRING if role in _STRING_ONLY else r"^[\[{]|\x00")
         for role, name in mapped.items()
     ]
     suspects = frame.select(pl.any_horizontal(looks_wrong).fill_null(False)).to_series().arg_true()
@@ -82,26 +91,29 @@ def _flag_wrong_types(frame: pl.DataFrame, data: bytes, fields: FieldMapping) ->
         return frame
     ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")).tolist() + [len(data)]
     starts = [0] + [end + 1 for end in ends[:-1]]
-    wrong = [
-        row
-        for row in suspects.to_list()
-        if _wrong_type(orjson.loads(data[starts[row] : ends[row]]), mapped)
-    ]
-    if not wrong:
-        return frame
-    return frame.with_columns(frame["_error"].scatter(wrong, reasons.WRONG_TYPE))
+    errors = frame["_error"].to_list()
+    for row in suspects.to_list():
+        errors[row] = _line_error(data[starts[row] : ends[row]], mapped)
+    return frame.with_columns(pl.Series("_error", errors, dtype=pl.String))
 
 
-# How a JSON number, boolean, object or array looks once rendered as a string.
-_NOT_A_STRING = r"^(?:[\[{]|-?[0-9]|true$|false$)"
+# How a JSON number, boolean, object or array looks once rendered as a string; or a NUL.
+_NOT_A_STRING = r"^(?:[\[{]|-?[0-9]|true$|false$)|\x00"
 
 
-def _wrong_type(value: dict, mapped: dict[str, str]) -> bool:
+def _line_error(line: bytes, mapped: dict[str, str]) -> str | None:
+    """The reason a JSON line is not a usable record, or None."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return reasons.INVALID_JSON
+    if not isinstance(value, dict):
+        return reasons.WRONG_TYPE
     for role, field in mapped.items():
         allowed = (str,) if role in _STRING_ONLY else (str, int, float, bool)
         if value.get(field) is not None and not isinstance(value[field], allowed):
-            return True
-    return False
+            return reasons.WRONG_TYPE
+    return None
 
 
 def _wanted(fields: FieldMapping) -> list[str]:
@@ -109,38 +121,43 @@ def _wanted(fields: FieldMapping) -> list[str]:
 
 
 def _read_jsonl_by_line(data: bytes, source: SourceDeclaration) -> pl.DataFrame:
-    mapped = _mapped(source.fields)
-    wanted = _wanted(source.fields)
-    rows = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        row: dict = {"_location": number, "_error": None}
-        try:
-            line = raw.decode(source.encoding)
-        except UnicodeDecodeError:
-            rows.append(row | {"_error": reasons.INVALID_UTF8})
-            continue
-        if not line.strip():
-            continue  # blank lines are not records
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            rows.append(row | {"_error": reasons.INVALID_JSON})
-            continue
-        if not isinstance(value, dict):
-            rows.append(row | {"_error": reasons.WRONG_TYPE})
-            continue
-        if _wrong_type(value, mapped):
-            row["_error"] = reasons.WRONG_TYPE
-        rows.append(row | {field: _as_text(value.get(field)) for field in wanted})
-    schema = {"_location": pl.Int64, "_error": pl.String} | dict.fromkeys(wanted, pl.String)
-    return pl.DataFrame(rows, schema=schema)
+    bad, good, numbers = [], [], []
+    for number, line in enumerate(_decoded_lines(data, source.encoding), start=1):
+        if line is None:
+            bad.append({"_location": number, "_error": reasons.INVALID_UTF8})
+        elif line.strip():  # blank lines are not records
+            try:
+                is_object = isinstance(orjson.loads(line), dict)
+            except orjson.JSONDecodeError:
+                bad.append({"_location": number, "_error": reasons.INVALID_JSON})
+                continue
+            if is_object:  # field types are checked once polars has read it, as on the fast path
+                good.append(line.encode())
+                numbers.append(number)
+            else:
+                bad.append({"_location": number, "_error": reasons.WRONG_TYPE})
+    frames = [pl.DataFrame(bad, schema={"_location": pl.Int64, "_error": pl.String})]
+    if good:
+        joined = b"\n".join(good)
+        parsed = _parse_json_lines(joined, source.fields)
+        parsed = parsed.with_columns(pl.Series("_location", numbers, dtype=pl.Int64))
+        frames.append(_recheck_suspects(parsed, joined, source.fields))
+    return pl.concat(frames, how="diagonal_relaxed").sort("_location")
 
 
-def _as_text(value) -> str | None:
-    """A JSON value as the fast reader renders it: strings as they are, the rest as JSON."""
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+def _decoded_lines(data: bytes, encoding: str) -> list[str | None]:
+    """The file's lines as text; None for a line whose bytes are not valid in `encoding`."""
+    if _is_utf8(encoding):
+        lines = []
+        for raw in data.split(b"\n"):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                lines.append(None)
+        return lines
+    # in UTF-16 and the like a newline is more than one byte: decode first, then split
+    text, clean = decode_lossy(data, encoding)
+    return [None if not clean and "\ufffd" in line else line for line in text.split("\n")]
 
 
 def _stringify(frame: pl.DataFrame) -> pl.DataFrame:
@@ -151,6 +168,8 @@ def _stringify(frame: pl.DataFrame) -> pl.DataFrame:
             continue
         if dtype.is_nested():
             casts.append(pl.col(name).map_elements(_nested_json, return_dtype=pl.String))
+        elif dtype == pl.Binary:
+            casts.append(pl.col(name).bin.encode("hex"))
         elif dtype == pl.Boolean:
             casts.append(
                 pl.col(name).replace_strict({True: "true", False: "false"}, return_dtype=pl.String)
@@ -161,14 +180,16 @@ def _stringify(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _nested_json(value) -> str:
-    return json.dumps(
-        value.to_list() if isinstance(value, pl.Series) else value, ensure_ascii=False
-    )
+    value = value.to_list() if isinstance(value, pl.Series) else value
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _read_csv(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     text, valid = decode_lossy(path.read_bytes(), source.encoding)
     text = text.removeprefix("\ufeff")
+    if not text.strip():  # an empty file holds no records
+        schema = {"_location": pl.Int64, "_error": pl.String}
+        return pl.DataFrame(schema=schema | dict.fromkeys(_wanted(source.fields), pl.String))
     try:
         frame = pl.read_csv(io.StringIO(text), infer_schema=False, raise_if_empty=False)
         frame = frame.with_columns(
@@ -191,8 +212,10 @@ def _read_csv(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
 
 
 def _read_csv_by_row(text: str) -> pl.DataFrame:
-    """Rows whose field count differs from the header's are `malformed_row`; a quote left
-    open swallows the rest of the file, which becomes one last malformed row."""
+    """Rows numbered and filled as polars does (a blank line is a row of nulls, a short row
+    is padded with nulls), so record ids do not depend on which reader ran. A row with more
+    fields than the header is `malformed_row`; a quote left open swallows the rest of the
+    file, which becomes one last malformed row."""
     reader = csv.reader(io.StringIO(text), strict=True)
     header = next(reader, [])
     rows: list[dict] = []
@@ -204,12 +227,12 @@ def _read_csv_by_row(text: str) -> pl.DataFrame:
         except csv.Error:
             rows.append({"_location": len(rows) + 1, "_error": reasons.MALFORMED_ROW})
             break
-        if not row:
-            continue  # blank lines are not records
-        if len(row) != len(header):
+        if len(row) > len(header):
             rows.append({"_location": len(rows) + 1, "_error": reasons.MALFORMED_ROW})
             continue
-        values = {key: value or None for key, value in zip(header, row, strict=True)}
+        values = dict(
+            zip(header, [value or None for value in row] + [None] * len(header), strict=False)
+        )
         rows.append({"_location": len(rows) + 1, "_error": None} | values)
     schema = {"_location": pl.Int64, "_error": pl.String} | dict.fromkeys(header, pl.String)
     return pl.DataFrame(rows, schema=schema)
@@ -223,6 +246,7 @@ def _read_parquet(path: Path, name: str, source: SourceDeclaration) -> pl.DataFr
             f"{path}: not a readable Parquet file ({error}); fix or remove the file"
         ) from None
     _require_columns(path, frame, source)
+    frame = frame.select(_wanted(source.fields))  # other columns may hold any type
     text_type = frame.schema[source.fields.text]
     if text_type != pl.String:
         raise DataError(
@@ -252,12 +276,12 @@ def _as_iso_utc(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
 
 
 def _require_columns(path: Path, frame: pl.DataFrame, source: SourceDeclaration) -> None:
-    wanted = list(_mapped(source.fields).values()) + source.fields.metadata
-    missing = [name for name in wanted if name not in frame.columns]
+    missing = [name for name in _wanted(source.fields) if name not in frame.columns]
     if missing:
+        has = [name for name in frame.columns if name not in ("_location", "_error")]
         raise DataError(
             f"{path}: source {source.name!r} maps column(s) {', '.join(missing)} that the file "
-            f"does not have (it has: {', '.join(frame.columns)}); fix `fields` in the declaration"
+            f"does not have (it has: {', '.join(has)}); fix `fields` in the declaration"
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import multiprocessing
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
@@ -141,3 +142,12 @@ def test_two_runs_committing_the_same_version_at_once(tmp_path, sms_spam):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["run_id"] == version.run_id  # the folder is the committed run's own
     assert not any(path.name.startswith(".staging") for path in folder.parent.iterdir())
+
+
+def _open_catalog(workdir: str) -> int:
+    return len(Catalog.open(workdir).versions())
+
+
+def test_processes_opening_a_new_catalog_at_once(tmp_path):
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        assert pool.map(_open_catalog, [str(tmp_path / "work")] * 8) == [0] * 8

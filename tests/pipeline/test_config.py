@@ -110,3 +110,15 @@ def test_sections_of_later_stages_say_they_are_not_available_yet(tmp_path):
                 {"name": "x", "sources": [SMS_SOURCE], "quality": {"min_words": 3}},
             )
         )
+
+
+def test_an_unknown_encoding_is_a_config_error(tmp_path):
+    with pytest.raises(
+        ConfigError,
+        match=r"sources\[0\] \(sms\).encoding: Value error, unknown text encoding 'utf-9'",
+    ):
+        load_run_config(
+            write(
+                tmp_path / "c.yaml", {"name": "x", "sources": [{**SMS_SOURCE, "encoding": "utf-9"}]}
+            )
+        )

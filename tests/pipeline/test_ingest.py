@@ -405,3 +405,82 @@ def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path):
     assert events.height == 0 and sorted(records["record_id"]) == sorted(
         [xxh(f"j{SEP}a"), xxh(f"c{SEP}b")]
     )
+
+
+def test_parquet_columns_nobody_mapped_may_hold_any_type(tmp_path):
+    pl.DataFrame(
+        {
+            "text": ["a message"],
+            "when": [[datetime(2020, 1, 1)]],
+            "image": [b"\x89PNG\x00"],
+            "blob": [b"\x00\x01"],
+        }
+    ).write_parquet(tmp_path / "t.parquet")
+    fields = {"text": "text", "metadata": ["blob"]}
+    records, events, _ = run_ingest(
+        tmp_path,
+        {
+            "name": "p",
+            "location": "t.parquet",
+            "format": "parquet",
+            "fields": fields,
+            "license": "MIT",
+            "consent": "contract",
+            "owner": "us",
+        },
+    )
+    assert events.height == 0 and json.loads(records["metadata"][0]) == {"blob": "0001"}
+
+
+def test_csv_ids_do_not_depend_on_which_reader_ran(tmp_path):
+    clean = "text,label\nfirst,a\n\nthird,b\nshort\n"
+    (tmp_path / "in.csv").write_text(clean)
+    source = csv_source(fields={"text": "text", "label": "label"})
+    before, before_events, _ = run_ingest(tmp_path, source)
+    (tmp_path / "in.csv").write_text(clean + "late,c,extra field\n")  # polars refuses this file
+    after, after_events, _ = run_ingest(tmp_path, source)
+    assert sorted(zip(before["location"], before["record_id"], strict=True)) == sorted(
+        zip(after["location"], after["record_id"], strict=True)
+    )
+    assert before_events["reason"].to_list() == [reasons.MISSING_TEXT]  # the blank line, row 2
+    assert after_events["reason"].to_list() == [reasons.MISSING_TEXT, reasons.MALFORMED_ROW]
+    assert [json.loads(e)["row"] for e in after_events["evidence"]] == [2, 5]
+
+
+def test_jsonl_values_read_the_same_on_both_paths(tmp_path):
+    lines = [
+        b'{"id": 3.0, "text": "a", "m": {"k": [1, 2.5]}}',
+        b'{"id": 100000000000000000000, "text": "b", "m": 1e5}',
+        b'{"id": 100000000000000000001, "text": "c", "m": true}',
+    ]
+    fields = {"text": "text", "id": "id", "metadata": ["m"]}
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines))
+    fast, _, _ = run_ingest(tmp_path, jsonl_source(fields=fields))
+    (tmp_path / "in.jsonl").write_bytes(
+        b"\n".join([lines[0], b"", lines[1], lines[2]])
+    )  # a blank line
+    careful, _, _ = run_ingest(tmp_path, jsonl_source(fields=fields))
+    assert fast.height == careful.height == 3
+    assert sorted(zip(fast["text"], fast["record_id"], fast["metadata"], strict=True)) == sorted(
+        zip(careful["text"], careful["record_id"], careful["metadata"], strict=True)
+    )
+
+
+@pytest.mark.parametrize("blank_line", [False, True])
+def test_a_lone_surrogate_escape_is_invalid_json_on_both_paths(tmp_path, blank_line):
+    lines = [b'{"id": "a", "text": "fine"}', b'{"id": "b", "text": "x \\ud800 y"}']
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines[:1] + [b""] * blank_line + lines[1:]))
+    records, events, _ = run_ingest(tmp_path, jsonl_source(fields={"text": "text", "id": "id"}))
+    assert records["text"].to_list() == ["fine"] and events["reason"].to_list() == [
+        reasons.INVALID_JSON
+    ]
+
+
+def test_a_declared_encoding_is_used_to_find_lines(tmp_path):
+    text = '{"id": "a", "text": "caf\u00e9"}\n{"id": "b", "text": "na\u00efve"}\n'
+    (tmp_path / "in.jsonl").write_bytes(text.encode("utf-16"))
+    records, events, stats = run_ingest(
+        tmp_path, jsonl_source(encoding="utf-16", fields={"text": "text", "id": "id"})
+    )
+    assert stats["records_in"] == 2 and events.height == 0
+    assert sorted(records["text"]) == ["caf\u00e9", "na\u00efve"]
