@@ -124,11 +124,16 @@ def test_catalog_verify_names_a_tampered_shard(sms_project):
         and finding["problem"] == "sha256 mismatch"
     )
     assert "data/train/part-00000.parquet: sha256 mismatch" in result.stderr
-    (Path(summary["paths"]["manifest"])).unlink()
+    manifest = Path(summary["paths"]["manifest"])
+    manifest.write_text(manifest.read_text()[:100])  # truncated
+    broken = thresher("catalog", "verify", summary["dataset_hash"], "--workdir", workdir, "--json")
+    assert broken.exit_code == 1
+    finding = {"shard": "manifest.json", "problem": "missing or unreadable"}
+    assert finding in [json.loads(line) for line in broken.stdout.splitlines()]
+    manifest.unlink()
     gone = thresher("catalog", "verify", summary["dataset_hash"], "--workdir", workdir, "--json")
-    assert gone.exit_code == 1
-    assert {"shard": "manifest.json", "problem": "missing"} in [
-        json.loads(x) for x in gone.stdout.splitlines()
+    assert gone.exit_code == 1 and finding in [
+        json.loads(line) for line in gone.stdout.splitlines()
     ]
 
 
