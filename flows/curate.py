@@ -134,7 +134,9 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
     result = ingest(plan.config.source_list, plan.context(), out)
     ledger.write_part(result.events, plan.ledger_dir, "1-ingest")
     get_run_logger().info(
-        "ingest: %s records in, %s bad rows", result.stats["records_in"], result.stats["bad_rows"]
+        "ingest: %s records in, %s dropped (bad rows and repeated ids)",
+        result.stats["records_in"],
+        result.stats["bad_rows"],
     )
     return {"path": str(out), "stats": result.stats}
 
