@@ -198,8 +198,7 @@ def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, A
     counts = ledger.check_accounting(pl.scan_parquet(ledger_path), records_in)
     staging = Path(staging_dir)
     shutil.copyfile(ledger_path, staging / "ledger.parquet")
-    manifest = json.loads((staging / MANIFEST).read_text())
-    staged = StagedVersion(path=staging, manifest=manifest, events=ledger.empty())
+    staged = StagedVersion.load(staging)
     catalog = Catalog.open(plan.workdir)
     version, created = catalog.commit(staged, plan.config.source_list)
     return {

@@ -31,11 +31,7 @@ def xxh3_128_hex(values: pl.Series) -> pl.Series:
     return hexed.zip_with(values.is_not_null(), pl.Series([None], dtype=pl.String))
 
 
-def xxh3_128_hex_expr(expr: pl.Expr) -> pl.Expr:
-    """The same digest as an expression, for lazy frames."""
-    return expr.map_batches(xxh3_128_hex, return_dtype=pl.String)
-
-
-def record_key(source: str, *parts: pl.Expr) -> pl.Expr:
+def record_key(source: str | pl.Expr, *parts: pl.Expr) -> pl.Expr:
     """The string that a record_id hashes: source and key parts joined by KEY_SEPARATOR."""
-    return pl.concat_str([pl.lit(source), *parts], separator=KEY_SEPARATOR)
+    source = pl.lit(source) if isinstance(source, str) else source
+    return pl.concat_str([source, *parts], separator=KEY_SEPARATOR)

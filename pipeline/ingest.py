@@ -17,7 +17,7 @@ import polars as pl
 
 from pipeline import ledger, reasons
 from pipeline.config import SourceDeclaration
-from pipeline.identity import KEY_SEPARATOR, record_key, xxh3_128_hex
+from pipeline.identity import record_key, xxh3_128_hex
 from pipeline.normalize import normalize_text
 from pipeline.progress import progress
 from pipeline.readers import read_file
@@ -207,10 +207,9 @@ def _repeated_ids(records: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "record_id", pl.col("location").alias("first_seen_at")
     )
     repeats = repeats.join(firsts, on="record_id", how="left", maintain_order="left")
-    by_position = pl.concat_str(
-        pl.col("source"),
-        pl.col("location").str.replace(r":([0-9]+)$", KEY_SEPARATOR + "$1"),
-        separator=KEY_SEPARATOR,
+    file_and_line = pl.col("location").str.extract_groups(r"^(?<file>.*):(?<line>[0-9]+)$")
+    by_position = record_key(
+        pl.col("source"), file_and_line.struct.field("file"), file_and_line.struct.field("line")
     )
     identified = repeats.with_columns(
         xxh3_128_hex(repeats.select(by_position).to_series()).alias("record_id"),

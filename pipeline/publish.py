@@ -21,7 +21,7 @@ import polars as pl
 
 from pipeline import ledger, reasons
 from pipeline.config import SPLITS, PublishConfig
-from pipeline.schema import PUBLISHED_SCHEMA, schema_description
+from pipeline.schema import LEDGER_SCHEMA, PUBLISHED_SCHEMA, schema_description
 from pipeline.stage import RunContext
 
 STAGE = "publish"
@@ -41,6 +41,12 @@ class StagedVersion:
     @property
     def dataset_hash(self) -> str:
         return self.manifest["dataset_hash"]
+
+    @classmethod
+    def load(cls, path: Path) -> StagedVersion:
+        """A staged version written by an earlier task (its events are in the ledger)."""
+        manifest = json.loads((path / MANIFEST).read_text())
+        return cls(path=path, manifest=manifest, events=pl.DataFrame(schema=LEDGER_SCHEMA))
 
 
 def file_sha256(path: Path) -> str:
