@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import ConfigError
+from pipeline.licenses import LICENSE_CLASSES
 
 SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
 SPLITS = ("train", "validation", "test")
@@ -44,6 +45,12 @@ class FieldMapping(Strict):
         None, description="strftime format; default: ISO 8601, RFC 2822 or epoch seconds"
     )
     label: str | None = None
+    license: str | None = Field(
+        None, description="per-record license; where it and the source's differ, the stricter wins"
+    )
+    consent: str | None = Field(
+        None, description="per-record consent basis; the weaker of it and the source's counts"
+    )
     metadata: list[str] = []
 
 
@@ -139,6 +146,89 @@ class PublishConfig(Strict):
     compression_level: int | None = 3
 
 
+FailAction = Literal["drop", "quarantine"]
+PersonalDataAction = Literal["keep", "redact", "quarantine", "drop"]
+
+
+class LicensePolicy(Strict):
+    """Classes in `allow` pass, classes in `quarantine` wait for a reviewer, others are dropped."""
+
+    allow: list[Literal[LICENSE_CLASSES]] = ["permissive", "attribution", "share-alike"]
+    quarantine: list[Literal[LICENSE_CLASSES]] = ["unknown"]
+    classes: dict[str, Literal[LICENSE_CLASSES]] = Field(
+        {},
+        description="extra or overriding entries of the license table, e.g. LicenseRef-x: permissive",
+    )
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> LicensePolicy:
+        both = sorted(set(self.allow) & set(self.quarantine))
+        if both:
+            raise ValueError(f"a class cannot be both allowed and quarantined: {', '.join(both)}")
+        return self
+
+
+class ConsentPolicy(Strict):
+    require: list[Literal[CONSENT_BASES]] = [
+        "explicit",
+        "contract",
+        "public-release",
+        "legitimate-interest",
+    ]
+    action: FailAction = "quarantine"
+
+
+class UsePolicy(Strict):
+    """The uses this dataset is for; a source that declares allowed_uses must allow each."""
+
+    require: list[Literal[USES]] = ["training"]
+    action: FailAction = "drop"
+
+
+class SecretsPolicy(Strict):
+    action: FailAction = "quarantine"
+
+
+class PersonalDataPolicy(Strict):
+    email: PersonalDataAction = "redact"
+    phone: PersonalDataAction = "redact"
+    ip_address: PersonalDataAction = "keep"
+    credit_card: PersonalDataAction = "quarantine"
+    iban: PersonalDataAction = "quarantine"
+
+
+class PolicyOverride(Strict):
+    """Per-source changes; only the keys given replace the run-wide policy's."""
+
+    licenses: LicensePolicy | None = None
+    consent: ConsentPolicy | None = None
+    uses: UsePolicy | None = None
+    secrets: SecretsPolicy | None = None
+    personal_data: PersonalDataPolicy | None = None
+
+
+class PolicyConfig(Strict):
+    licenses: LicensePolicy = LicensePolicy()
+    consent: ConsentPolicy = ConsentPolicy()
+    uses: UsePolicy = UsePolicy()
+    secrets: SecretsPolicy = SecretsPolicy()
+    personal_data: PersonalDataPolicy = PersonalDataPolicy()
+    sources: dict[str, PolicyOverride] = Field({}, description="per-source overrides, by name")
+
+    def for_source(self, name: str) -> PolicyConfig:
+        """The policy that applies to one source: its override's keys over the run-wide ones."""
+        override = self.sources.get(name)
+        if override is None:
+            return self
+        update = {}
+        for section in override.model_fields_set:
+            given = getattr(override, section)
+            if given is not None:
+                changed = given.model_dump(exclude_unset=True)
+                update[section] = getattr(self, section).model_copy(update=changed)
+        return self.model_copy(update=update)
+
+
 class RunnerConfig(Strict):
     kind: Literal["local"] = "local"
 
@@ -147,6 +237,7 @@ class RunConfig(Strict):
     name: Annotated[str, Field(pattern=SLUG, description="dataset name")]
     workdir: str = "./work"
     sources: str | list[SourceDeclaration]
+    policy: PolicyConfig = PolicyConfig()
     dedup: DedupConfig = DedupConfig()
     split: SplitConfig = SplitConfig()
     publish: PublishConfig = PublishConfig()
@@ -165,12 +256,17 @@ class RunConfig(Strict):
             repeated = sorted({name for name in names if names.count(name) > 1})
             if repeated:
                 raise ValueError(f"source names must be unique; repeated: {', '.join(repeated)}")
+            unknown = sorted(set(self.policy.sources) - set(names))
+            if unknown:
+                raise ValueError(
+                    f"policy.sources names no declared source: {', '.join(unknown)} "
+                    f"(declared: {', '.join(names)})"
+                )
         return self
 
 
 # Sections of DESIGN.md's run config whose stages are not built yet.
 PLANNED_SECTIONS = {
-    "policy": "the governance stage (license, consent, secrets, personal data)",
     "quality": "the quality-filtering stage",
     "contamination": "the contamination checks",
     "train": "the training stage",

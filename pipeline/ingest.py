@@ -135,6 +135,8 @@ def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFra
         timestamp_raw.alias("_timestamp_raw"),
         parse_timestamps(timestamp_raw, fields.timestamp_format).alias("timestamp"),
         column(fields.label).alias("label"),
+        column(fields.license).fill_null(source.license).alias("license"),
+        column(fields.consent).fill_null(source.consent).alias("consent"),
         _metadata_json(raw, fields.metadata).alias("metadata"),
     )
     error = (
@@ -165,8 +167,6 @@ def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFra
     good = good.with_columns(
         content_hash.alias("source_content_hash"),
         content_hash.alias("content_hash"),
-        pl.lit(source.license).alias("license"),
-        pl.lit(source.consent).alias("consent"),
     ).select(RECORD_SCHEMA.names())
     evidence = pl.struct(
         pl.col("_file").alias("file"),

@@ -44,6 +44,7 @@ def _mapped(fields: FieldMapping) -> dict[str, str]:
     """Canonical role -> input field name, for the roles this source maps."""
     roles = {"text": fields.text, "id": fields.id, "group": fields.group}
     roles |= {"timestamp": fields.timestamp, "label": fields.label}
+    roles |= {"license": fields.license, "consent": fields.consent}
     return {role: name for role, name in roles.items() if name}
 
 

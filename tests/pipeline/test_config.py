@@ -122,3 +122,50 @@ def test_an_unknown_encoding_is_a_config_error(tmp_path):
                 tmp_path / "c.yaml", {"name": "x", "sources": [{**SMS_SOURCE, "encoding": "utf-9"}]}
             )
         )
+
+
+def test_policy_overrides_merge_per_key_over_the_run_wide_policy(tmp_path):
+    policy = {
+        "licenses": {"allow": ["permissive"], "quarantine": ["unknown", "attribution"]},
+        "personal_data": {"email": "quarantine"},
+        "sources": {
+            "sms": {
+                "licenses": {"allow": ["permissive", "attribution"], "quarantine": []},
+                "personal_data": {"phone": "keep"},
+            }
+        },
+    }
+    cfg = load_run_config(
+        write(tmp_path / "c.yaml", {"name": "x", "sources": [SMS_SOURCE], "policy": policy})
+    )
+    sms = cfg.policy.for_source("sms")
+    assert sms.licenses.allow == ["permissive", "attribution"] and sms.licenses.quarantine == []
+    # keys the override leaves out keep the run-wide values, not the defaults
+    assert sms.personal_data.email == "quarantine" and sms.personal_data.phone == "keep"
+    assert cfg.policy.for_source("other").personal_data.phone == "redact"
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        ({"sources": {"nope": {}}}, r"policy.sources names no declared source: nope"),
+        (
+            {"licenses": {"allow": ["unknown"], "quarantine": ["unknown"]}},
+            r"both allowed and quarantined: unknown",
+        ),
+        (
+            {"licenses": {"allow": ["free"]}},
+            r"c.yaml:[0-9]+: policy.licenses.allow\[0\]: Input should be",
+        ),
+        (
+            {"secrets": {"action": "keep"}},
+            r"policy.secrets.action: Input should be 'drop' or 'quarantine'",
+        ),
+        ({"personal_data": {"passport": "redact"}}, r"policy.personal_data.passport: unknown key"),
+    ],
+)
+def test_policy_errors_are_explained(tmp_path, policy, message):
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(
+            write(tmp_path / "c.yaml", {"name": "x", "sources": [SMS_SOURCE], "policy": policy})
+        )
