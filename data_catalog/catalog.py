@@ -8,6 +8,7 @@ newest published version of a dataset name.
 from __future__ import annotations
 
 import fcntl
+import json
 import shutil
 import threading
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from data_catalog import tables
 from pipeline.config import SourceDeclaration
 from pipeline.errors import DataError
 from pipeline.publish import StagedVersion
-from pipeline.reader import PublishedVersion, read_version
+from pipeline.reader import WITHDRAWN_MARKER, PublishedVersion, read_version
 
 CATALOG_FILE = "catalog.db"
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -47,6 +48,8 @@ class VersionRecord:
     status: str
     status_reason: str | None
     created_at: datetime
+    withdrawn_at: datetime | None = None
+    purged_at: datetime | None = None
 
 
 def now() -> datetime:
@@ -221,6 +224,44 @@ class Catalog:
                 ],
             )
 
+    def withdraw(self, dataset_hash: str, reason: str) -> VersionRecord:
+        """Mark a version withdrawn: it stays listed with the reason, nothing opens it, and
+        `latest` moves to the newest version still published. Withdrawing twice is a no-op."""
+        version = self.version(dataset_hash)
+        if version.status == "withdrawn":
+            return version
+        withdrawn_at = now()
+        path = self.version_path(version)
+        # beside the manifest, so readers that bypass the catalog refuse it too
+        (path / WITHDRAWN_MARKER).write_text(
+            json.dumps({"withdrawn_at": withdrawn_at.isoformat(), "reason": reason}) + "\n"
+        )
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(tables.versions)
+                .where(tables.versions.c.dataset_hash == version.dataset_hash)
+                .values(status="withdrawn", status_reason=reason, withdrawn_at=withdrawn_at)
+            )
+        return self.version(version.dataset_hash)
+
+    def purge(self, dataset_hash: str) -> VersionRecord:
+        """Delete the shards of a withdrawn version; its manifest and ledger stay as the record."""
+        version = self.version(dataset_hash)
+        if version.status != "withdrawn":
+            raise DataError(
+                f"version {version.dataset_hash[:16]} is {version.status}; withdraw it first "
+                "(`thresher catalog withdraw HASH --reason TEXT`)"
+            )
+        shutil.rmtree(self.version_path(version) / "data", ignore_errors=True)
+        if version.purged_at is None:
+            with self.engine.begin() as connection:
+                connection.execute(
+                    update(tables.versions)
+                    .where(tables.versions.c.dataset_hash == version.dataset_hash)
+                    .values(purged_at=now())
+                )
+        return self.version(version.dataset_hash)
+
     def _find(self, dataset_hash: str) -> VersionRecord | None:
         query = select(tables.versions).where(tables.versions.c.dataset_hash == dataset_hash)
         with self.engine.connect() as connection:
@@ -298,8 +339,15 @@ def open_version(
 ) -> PublishedVersion:
     """Open a published version of dataset `name` by hash (or prefix) or `latest`.
 
-    Shards are re-hashed against the manifest first (`verify=False` skips that).
+    Shards are re-hashed against the manifest first (`verify=False` skips that). A withdrawn
+    version is refused.
     """
     catalog = Catalog.open(workdir)
     version = catalog.version(ref, name)
+    if version.status == "withdrawn":
+        raise DataError(
+            f"version {version.dataset_hash[:16]} of {name!r} was withdrawn on "
+            f"{version.withdrawn_at:%Y-%m-%d} ({version.status_reason}); use a published version "
+            "(`thresher catalog list`)"
+        )
     return read_version(catalog.version_path(version), verify=verify)

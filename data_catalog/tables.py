@@ -40,6 +40,8 @@ versions = Table(
     Column("status", String(20), nullable=False),  # published | withdrawn
     Column("status_reason", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("withdrawn_at", DateTime(timezone=True), nullable=True),
+    Column("purged_at", DateTime(timezone=True), nullable=True),  # shards deleted
 )
 
 shards = Table(
@@ -81,4 +83,48 @@ runs = Table(
     Column("error", Text, nullable=True),
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
+)
+
+review_items = Table(
+    "review_items",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("record_id", String(32), nullable=False),
+    Column("source_content_hash", String(32), nullable=False),
+    Column("reason", String(64), nullable=False),
+    Column("source", String(200), nullable=False, index=True),
+    Column("dataset", String(200), nullable=False),
+    Column("run_id", String(100), nullable=False),  # the run that queued it
+    Column("evidence", Text, nullable=True),  # JSON, redacted
+    Column("text", Text, nullable=True),  # secrets masked
+    Column("metadata", Text, nullable=True),  # secrets masked
+    Column("status", String(20), nullable=False, index=True),  # pending | approved | rejected
+    Column("reviewer", String(200), nullable=True),
+    Column("note", Text, nullable=True),
+    Column("decided_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("record_id", "source_content_hash", "reason"),
+)
+
+# Append-only: who decided what, when, and why. An item is decided once.
+review_decisions = Table(
+    "review_decisions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, ForeignKey("review_items.id"), nullable=False),
+    Column("decision", String(20), nullable=False),  # approved | rejected
+    Column("reviewer", String(200), nullable=False),
+    Column("note", Text, nullable=True),
+    Column("decided_at", DateTime(timezone=True), nullable=False),
+)
+
+deletion_requests = Table(
+    "deletion_requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(20), nullable=False),  # source | group | record_id | content_hash
+    Column("value", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("requested_by", String(200), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )

@@ -16,6 +16,9 @@ import polars as pl
 from pipeline.errors import DataError
 from pipeline.publish import MANIFEST, file_sha256
 
+# Written beside the manifest when a version is withdrawn (`thresher catalog withdraw`).
+WITHDRAWN_MARKER = "WITHDRAWN.json"
+
 
 @dataclass(frozen=True)
 class ShardProblem:
@@ -78,10 +81,20 @@ def verify_shards(path: Path, manifest: dict[str, Any]) -> list[ShardProblem]:
     return problems
 
 
-def read_version(path: str | Path, verify: bool = True) -> PublishedVersion:
-    """Open a version folder; with `verify`, refuse it if any shard differs from the manifest."""
+def read_version(
+    path: str | Path, verify: bool = True, allow_withdrawn: bool = False
+) -> PublishedVersion:
+    """Open a version folder; with `verify`, refuse it if any shard differs from the manifest.
+    A withdrawn version is refused unless `allow_withdrawn` (audits, `affected`)."""
     path = Path(path)
     manifest = read_manifest(path)
+    marker = path / WITHDRAWN_MARKER
+    if marker.exists() and not allow_withdrawn:
+        withdrawn = json.loads(marker.read_text())
+        raise DataError(
+            f"version {manifest['dataset_hash'][:12]} at {path} was withdrawn "
+            f"({withdrawn['reason']}); do not train on it"
+        )
     if verify:
         problems = verify_shards(path, manifest)
         if problems:

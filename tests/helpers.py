@@ -8,6 +8,12 @@ import orjson
 import polars as pl
 import yaml
 
+from pipeline.config import RunConfig, SourceDeclaration, config_hash
+from pipeline.ingest import ingest
+from pipeline.publish import StagedVersion, publish
+from pipeline.split import split
+from pipeline.stage import RunContext
+
 FIXTURES = Path(__file__).parent / "fixtures"
 CHANGELOGS = FIXTURES / "debian"
 
@@ -61,6 +67,9 @@ CHANGELOG_SOURCE = {
     "owner": "Debian maintainers",
 }
 
+# Changelog text ships under each package's own, mostly copyleft, license.
+DEBIAN_POLICY = {"licenses": {"classes": {"LicenseRef-Debian-package-terms": "share-alike"}}}
+
 
 def write_project(root: Path, sources: list[dict], name: str = "test-set", **sections) -> Path:
     """A run config with inline sources under `root`; returns the config path."""
@@ -69,3 +78,19 @@ def write_project(root: Path, sources: list[dict], name: str = "test-set", **sec
     path = root / "thresher.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+def stage_version(
+    root, sms_spam, name="sms", stop=300, run_id="run-1", parent=None
+) -> tuple[StagedVersion, RunConfig]:
+    """Ingest, split and publish `stop` SMS rows into a staging folder of `root/work`."""
+    write_jsonl(root / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, stop))
+    sources = [SourceDeclaration(**SMS_SOURCE, base_dir=str(root))]
+    cfg = RunConfig(name=name, workdir=str(root / "work"), sources=sources)
+    ctx = RunContext(
+        run_id=run_id, run_dir=root, config=cfg, config_hash=config_hash(cfg), parent_version=parent
+    )
+    frame = split(ingest(sources, ctx, root / f"in-{run_id}").frame, cfg.split, ctx).frame
+    staging = root / "work" / "datasets" / name / f".staging-{run_id}"
+    staging.mkdir(parents=True)
+    return publish(frame, cfg.publish, ctx, staging, extra={"code_version": "test"}), cfg

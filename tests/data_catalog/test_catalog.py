@@ -9,32 +9,13 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from helpers import SMS_SOURCE, sms_rows, write_jsonl
+from helpers import stage_version as stage
 from sqlalchemy import inspect
 
 from data_catalog import tables
 from data_catalog.catalog import Catalog, open_version
-from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.errors import DataError
-from pipeline.ingest import ingest
-from pipeline.publish import StagedVersion, publish
-from pipeline.split import split
-from pipeline.stage import RunContext
-
-
-def stage(
-    root, sms_spam, name="sms", stop=300, run_id="run-1", parent=None
-) -> tuple[StagedVersion, RunConfig]:
-    write_jsonl(root / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, stop))
-    sources = [SourceDeclaration(**SMS_SOURCE, base_dir=str(root))]
-    cfg = RunConfig(name=name, workdir=str(root / "work"), sources=sources)
-    ctx = RunContext(
-        run_id=run_id, run_dir=root, config=cfg, config_hash=config_hash(cfg), parent_version=parent
-    )
-    frame = split(ingest(sources, ctx, root / f"in-{run_id}").frame, cfg.split, ctx).frame
-    staging = root / "work" / "datasets" / name / f".staging-{run_id}"
-    staging.mkdir(parents=True)
-    return publish(frame, cfg.publish, ctx, staging, extra={"code_version": "test"}), cfg
+from pipeline.publish import StagedVersion
 
 
 def test_migrations_create_the_tables_the_queries_use(tmp_path):
@@ -45,7 +26,9 @@ def test_migrations_create_the_tables_the_queries_use(tmp_path):
             c.name for c in table.columns
         }
     with sqlite3.connect(tmp_path / "catalog.db") as db:
-        assert db.execute("select version_num from alembic_version").fetchone() == ("0001_spine",)
+        assert db.execute("select version_num from alembic_version").fetchone() == (
+            "0002_governance",
+        )
     Catalog.open(tmp_path)  # migrating again is a no-op
 
 

@@ -1,0 +1,94 @@
+"""Deletion requests: records someone asked us to forget, and the versions that held them.
+
+A request names a source, a group, a record id or a content hash (the text as ingested, or
+as published). Every later run drops the matching records with reason `deletion_request`;
+`affected` lists the versions that contained them, read from their shards (or, for a
+version whose shards were purged, from its ledger).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+from sqlalchemy import insert, select
+
+from data_catalog import tables
+from data_catalog.catalog import Catalog, VersionRecord, now
+from pipeline.errors import DataError
+from pipeline.stage import DELETION_KINDS
+
+
+@dataclass(frozen=True)
+class Affected:
+    version: VersionRecord
+    records: int | None  # None: the shards were purged and the ledger cannot tell
+
+
+def record_request(
+    catalog: Catalog, kind: str, value: str, reason: str, requested_by: str | None = None
+) -> int:
+    if kind not in DELETION_KINDS:
+        raise DataError(
+            f"a deletion request names one of {', '.join(DELETION_KINDS)}, not {kind!r}"
+        )
+    if not value.strip() or not reason.strip():
+        raise DataError("a deletion request needs a value and a reason (--reason TEXT)")
+    with catalog.engine.begin() as connection:
+        result = connection.execute(
+            insert(tables.deletion_requests).values(
+                kind=kind, value=value, reason=reason, requested_by=requested_by, created_at=now()
+            )
+        )
+        return result.inserted_primary_key[0]
+
+
+def requests(catalog: Catalog) -> list[dict[str, Any]]:
+    table = tables.deletion_requests
+    with catalog.engine.connect() as connection:
+        return [
+            dict(row) for row in connection.execute(select(table).order_by(table.c.id)).mappings()
+        ]
+
+
+def request(catalog: Catalog, request_id: int) -> dict[str, Any]:
+    found = [row for row in requests(catalog) if row["id"] == request_id]
+    if not found:
+        raise DataError(f"no deletion request {request_id}; `thresher forget` records one")
+    return found[0]
+
+
+def requests_frame(catalog: Catalog) -> pl.DataFrame:
+    """All requests, as the governance stage reads them (RunContext.deletions)."""
+    rows = [(row["id"], row["kind"], row["value"]) for row in requests(catalog)]
+    schema = {"request_id": pl.Int64, "kind": pl.String, "value": pl.String}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def affected(catalog: Catalog, request_id: int) -> list[Affected]:
+    """Every cataloged version (published or withdrawn) that contained a matching record."""
+    wanted = request(catalog, request_id)
+    found = []
+    for version in catalog.versions():
+        count = _matches(catalog, version, wanted["kind"], wanted["value"])
+        if count != 0:
+            found.append(Affected(version, count))
+    return found
+
+
+def _matches(catalog: Catalog, version: VersionRecord, kind: str, value: str) -> int | None:
+    folder = catalog.version_path(version)
+    shards = sorted((folder / "data").glob("*/*.parquet"))
+    if shards:
+        frame = pl.scan_parquet(shards)
+        if kind == "content_hash":
+            match = (pl.col("source_content_hash") == value) | (pl.col("content_hash") == value)
+        else:
+            match = pl.col(DELETION_KINDS[kind]) == value
+        return frame.filter(match).select(pl.len()).collect().item()
+    ledger = folder / "ledger.parquet"
+    if kind in ("source", "record_id") and ledger.exists():
+        published = pl.scan_parquet(ledger).filter(pl.col("action") == "published")
+        return published.filter(pl.col(kind) == value).select(pl.len()).collect().item()
+    return None if version.purged_at else 0
