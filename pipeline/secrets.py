@@ -1,0 +1,220 @@
+"""Secret and credential detector: provider tokens in their documented formats, private keys,
+JWTs, passwords in connection URLs, and high-entropy values assigned to secret-like names.
+
+One polars pass selects the rows that may hold a secret; only those go through Python `re`
+for exact offsets and the checks that keep look-alikes out: placeholders and environment
+references, AWS's documented example keys, low-entropy values, JWT headers that are not
+JSON, Discord tokens whose first part is not a user id. Git SHAs, digests, lockfile
+integrity hashes, UUIDs and base64 image data match no rule unless assigned to a secret-like
+name (a real key may be a UUID or hex). See pipeline/text_scan.py for the machinery.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from collections import Counter
+
+import polars as pl
+
+from pipeline.text_scan import Rule, SpanScanner, replace_spans
+
+LEAD_CHARS = 4
+GENERIC_MIN_ENTROPY = 3.0  # bits per character; random base64/hex of length 16+ is ~3.5–4.5
+TOKEN_MIN_ENTROPY = 3.0
+
+# Words that mark a value as a stand-in rather than a credential (compared lowercased).
+_PLACEHOLDER_WORDS = (
+    "example", "changeme", "change_me", "change-me", "placeholder", "your", "xxxx", "redacted",
+    "dummy", "sample", "****", "<", ">", "${", "{{", "here", "replace", "insert", "environ",
+    "getenv", "none", "null", "undefined",
+)  # fmt: skip
+# Values people leave in docs and local set-ups (compared lowercased).
+_DEFAULT_PASSWORDS = frozenset((
+    "password", "passwd", "pass", "pwd", "secret", "changeme", "admin", "root", "test", "guest",
+    "postgres", "mysql", "user", "username", "letmein", "default", "qwerty",
+))  # fmt: skip
+
+
+_PRINTF_FORMAT = re.compile(r"%(?:\([A-Za-z_][A-Za-z0-9_]*\))?[sdifr]")
+_WORDS = re.compile(r"[A-Za-z][a-z]*(?:[\-_. ][A-Za-z][a-z]*)*|[A-Z]+(?:[\-_. ][A-Z]+)*")
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character of `value`'s character distribution."""
+    if not value:
+        return 0.0
+    counts = Counter(value).values()
+    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts)
+
+
+def is_placeholder(value: str) -> bool:
+    """An environment reference, template, mask or documented stand-in, not a secret."""
+    lowered = value.lower()
+    return (
+        value.startswith("$")
+        or _PRINTF_FORMAT.match(value) is not None
+        or len(set(value)) <= 2
+        or lowered in _DEFAULT_PASSWORDS
+        or any(word in lowered for word in _PLACEHOLDER_WORDS)
+    )
+
+
+def _value(match: re.Match[str]) -> str:
+    return match.group("v") if "v" in match.re.groupindex else match.group()
+
+
+def _not_example(match: re.Match[str]) -> bool:
+    return "EXAMPLE" not in _value(match).upper()
+
+
+def _random_token(match: re.Match[str]) -> bool:
+    value = _value(match)
+    return _not_example(match) and shannon_entropy(value) >= TOKEN_MIN_ENTROPY
+
+
+def _random_secret(match: re.Match[str]) -> bool:
+    value = _value(match)
+    name = match.group()[: match.start("v") - match.start()]
+    return (
+        not is_placeholder(value)
+        and not _WORDS.fullmatch(value)
+        and shannon_entropy(value) >= GENERIC_MIN_ENTROPY
+        and value.lower() not in name.lower()
+    )
+
+
+def _random_bare_secret(match: re.Match[str]) -> bool:
+    """Unquoted values are also code (`token = next_token`): ask for a digit or a symbol."""
+    return _random_secret(match) and re.search(r"[0-9+/=~!@#%^&*\-]", _value(match)) is not None
+
+
+def _url_password(match: re.Match[str]) -> bool:
+    password = match.group("v")
+    return password != match.group("user") and not is_placeholder(password)
+
+
+def _b64decode(part: str) -> bytes | None:
+    try:
+        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _jwt_header_is_json(match: re.Match[str]) -> bool:
+    header = _b64decode(match.group().split(".", 1)[0])
+    return header is not None and header.startswith(b'{"') and b'"alg"' in header
+
+
+def _discord_user_id(match: re.Match[str]) -> bool:
+    """A bot token starts with the bot's user id (a snowflake of 17–20 digits) in base64."""
+    user_id = _b64decode(match.group().split(".", 1)[0])
+    return user_id is not None and user_id.isdigit() and 17 <= len(user_id) <= 20
+
+
+def _pem_body(match: re.Match[str]) -> bool:
+    """Enough base64 between the labels to be a key, not a label quoted in code or docs."""
+    body = match.group().split("-----")[2].replace("\\n", "")
+    return len(re.findall(r"[A-Za-z0-9+/]", body)) >= 64 and "EXAMPLE" not in body.upper()
+
+
+# Token boundaries: not glued to a longer run of the same alphabet.
+_B = r"(?<![A-Za-z0-9_\-])"
+_E = r"(?![A-Za-z0-9_\-])"
+_ASSIGN = r"""["']?[ \t]*(?:=>|:=|=|:)[ \t]*"""
+# The name must end with the secret word: DB_PASSWORD, client_secret, but not token_type.
+_SECRET_NAME = (
+    r"(?i:passwords?|passwd|pwd|passphrase|secrets?|api[_\-]?keys?|apikeys?|access[_\-]?keys?"
+    r"|auth[_\-]?tokens?|access[_\-]?tokens?|tokens?|credentials?|private[_\-]?keys?)"
+)
+_SECRET_NAME_ANCHORS = (
+    "pass",
+    "pwd",
+    "secret",
+    "api",
+    "access",
+    "auth",
+    "token",
+    "credential",
+    "private",
+)
+_QUOTED_VALUE = r"""[A-Za-z0-9+/=_.~!@#$%^&*:;,?|(){}\[\]<>\-]{8,200}"""
+_BARE_VALUE = r"[A-Za-z0-9+/=_~!@#%^&*\-]{8,200}"
+_DB_SCHEMES = (
+    r"(?i:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver"
+    r"|oracle|cockroachdb|clickhouse|jdbc:[a-z]+|s?ftp|smtps?|ldaps?|https?)"
+)
+_PEM_BEGIN = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+
+RULES: tuple[Rule, ...] = (
+    Rule("private_key",
+         _PEM_BEGIN + r"[A-Za-z0-9+/=:,.\- \t\r\n\\]+?" + _PEM_END, _pem_body),
+    Rule("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", _not_example),
+    Rule("aws_secret_access_key",
+         r"(?i:aws[A-Za-z0-9_\-]{0,20}secret[A-Za-z0-9_\-]{0,20}|secret_?access_?key)" + _ASSIGN
+         + r"""["']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])""", _random_token),
+    Rule("github_fine_grained_token", _B + r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}" + _E),
+    Rule("github_token", _B + r"gh[pousr]_[A-Za-z0-9]{36,251}" + _E),
+    Rule("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_\-]{20,64}" + _E),
+    Rule("slack_webhook",
+         r"https://hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,12}/"
+         r"[A-Z0-9]{6,12}/[A-Za-z0-9]{18,48}" + _E),
+    Rule("slack_token",
+         _B + r"xox[baprse]-[0-9]{6,14}-(?:[0-9A-Za-z]{4,64}-){0,3}[0-9A-Za-z]{8,64}" + _E),
+    Rule("stripe_key", _B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,247}" + _E, _random_token),
+    Rule("google_api_key", _B + r"AIza[0-9A-Za-z_\-]{35}" + _E, _not_example),
+    Rule("jwt",
+         _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{16,}" + _E,
+         _jwt_header_is_json),
+    Rule("anthropic_api_key", _B + r"sk-ant-(?:api|admin)[0-9]{2}-[A-Za-z0-9_\-]{80,120}" + _E),
+    Rule("openai_api_key",
+         _B + r"sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,200}"
+         r"|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})" + _E, _random_token),
+    Rule("huggingface_token", _B + r"hf_[A-Za-z0-9]{34}" + _E, _random_token),
+    Rule("twilio_api_key", _B + r"SK[0-9a-f]{32}" + _E, _random_token),
+    Rule("sendgrid_api_key", _B + r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}" + _E),
+    Rule("mailchimp_api_key", _B + r"[0-9a-f]{32}-us[0-9]{1,2}" + _E, _random_token),
+    Rule("npm_token", _B + r"npm_[A-Za-z0-9]{36}" + _E, _random_token),
+    Rule("pypi_token",
+         _B + r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{50,}" + _E),
+    Rule("azure_storage_key",
+         r"(?i:AccountKey)=(?P<v>[A-Za-z0-9+/]{86}==)(?![A-Za-z0-9+/=])", _random_token),
+    Rule("databricks_token", _B + r"dapi[0-9a-f]{32}(?:-[0-9]{1,2})?" + _E),
+    Rule("digitalocean_token", _B + r"do[opr]_v1_[0-9a-f]{64}" + _E),
+    Rule("discord_token",
+         r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/"
+         r"[A-Za-z0-9_\-]{60,68}" + _E),
+    Rule("discord_token",
+         _B + r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}" + _E,
+         _discord_user_id),
+    Rule("connection_string_password",
+         r"\b" + _DB_SCHEMES + r"://(?P<user>[A-Za-z0-9._%+\-]{1,64}):"
+         r"(?P<v>[A-Za-z0-9._~%!$&'()*+,;=\-]{1,128})@[A-Za-z0-9.\-\[\]]", _url_password),
+    Rule("generic_secret_assignment",
+         _SECRET_NAME + _ASSIGN + r"""(?:"(?P<v>""" + _QUOTED_VALUE + r')")',
+         _random_secret, _SECRET_NAME_ANCHORS),
+    Rule("generic_secret_assignment",
+         _SECRET_NAME + _ASSIGN + r"""(?:'(?P<v>""" + _QUOTED_VALUE + r")')",
+         _random_secret, _SECRET_NAME_ANCHORS),
+    Rule("generic_secret_assignment",
+         _SECRET_NAME + _ASSIGN + r"(?P<v>" + _BARE_VALUE + r")(?![A-Za-z0-9+/=_.~!@#%^&*(\[\-])",
+         _random_bare_secret, _SECRET_NAME_ANCHORS),
+)  # fmt: skip
+
+SECRET_TYPES: tuple[str, ...] = tuple(dict.fromkeys(rule.type for rule in RULES))
+_SCANNER = SpanScanner(RULES)
+
+
+def find_secrets(texts: pl.Series) -> pl.DataFrame:
+    """One row per secret: index (UInt32, position in `texts`), type, start, end (character
+    offsets, end exclusive), lead (at most the first 4 characters of the secret); sorted by
+    index, start. Nulls have no findings; one finding per span, the most specific type."""
+    return _SCANNER.scan(texts, lead_chars=LEAD_CHARS)
+
+
+def mask_secrets(text: str, findings: list[dict]) -> str:
+    """Replace each finding's span (dicts with type, start, end) by `<SECRET:{type}>`."""
+    return replace_spans(text, findings, lambda kind: f"<SECRET:{kind}>")

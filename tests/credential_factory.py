@@ -1,0 +1,216 @@
+"""Fake credentials in each provider's documented format, built at run time from a seeded
+random generator (never commit a real-looking secret), and hard negatives that look like
+secrets but are not. Shared by the tests and bench/bench_secrets.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+ALNUM = string.ascii_letters + string.digits
+UPPER_ALNUM = string.ascii_uppercase + string.digits
+HEX = "0123456789abcdef"
+B64 = ALNUM + "+/"
+URLSAFE = ALNUM + "-_"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """`text` holds one secret (or hard negative) at [start, end)."""
+
+    kind: str
+    text: str
+    start: int
+    end: int
+
+    @property
+    def value(self) -> str:
+        return self.text[self.start : self.end]
+
+
+def _chars(rng: random.Random, n: int, alphabet: str = ALNUM) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _sample(kind: str, before: str, value: str, after: str = "") -> Sample:
+    return Sample(kind, before + value + after, len(before), len(before) + len(value))
+
+
+def _private_key(rng: random.Random) -> tuple[str, str, str]:
+    label = rng.choice(["RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY", "OPENSSH PRIVATE KEY"])
+    body = "\n".join(_chars(rng, 64, B64) for _ in range(rng.randint(4, 12)))
+    block = f"-----BEGIN {label}-----\n{body}\n{_chars(rng, 20, B64)}==\n-----END {label}-----"
+    return "key.pem:\n", block, "\n"
+
+
+def _jwt(rng: random.Random) -> str:
+    header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    claims = {"sub": str(rng.randrange(10**9)), "name": _chars(rng, 8), "iat": 1516239022}
+    return f"{header}.{_b64url(json.dumps(claims).encode())}.{_chars(rng, 43, URLSAFE)}"
+
+
+def _discord_bot(rng: random.Random) -> str:
+    user_id = str(rng.randrange(10**17, 10**18)).encode()
+    return f"{_b64url(user_id)}.{_chars(rng, 6, URLSAFE)}.{_chars(rng, 27, URLSAFE)}"
+
+
+# kind -> builder of (text before, secret, text after)
+SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
+    "private_key": _private_key,
+    "aws_access_key_id": lambda r: (
+        "aws_access_key_id = ",
+        "AKIA" + _chars(r, 16, UPPER_ALNUM),
+        "",
+    ),
+    "aws_secret_access_key": lambda r: ("aws_secret_access_key = ", _chars(r, 40, B64), "\n"),
+    "github_token": lambda r: ("git clone https://", "ghp_" + _chars(r, 36), "@github.com/o/r"),
+    "github_fine_grained_token": lambda r: (
+        "GITHUB_TOKEN=",
+        f"github_pat_{_chars(r, 22)}_{_chars(r, 59)}",
+        "\n",
+    ),
+    "gitlab_token": lambda r: ("PRIVATE-TOKEN: ", "glpat-" + _chars(r, 20, URLSAFE), "\n"),
+    "slack_token": lambda r: (
+        "slack bot ",
+        f"xoxb-{r.randrange(10**10, 10**11)}-{r.randrange(10**12, 10**13)}-{_chars(r, 24)}",
+        " rotated",
+    ),
+    "slack_webhook": lambda r: (
+        "curl -X POST ",
+        f"https://hooks.slack.com/services/T{_chars(r, 8, UPPER_ALNUM)}/"
+        f"B{_chars(r, 8, UPPER_ALNUM)}/{_chars(r, 24)}",
+        " -d @msg.json",
+    ),
+    "stripe_key": lambda r: ("stripe.api_key = '", "sk_live_" + _chars(r, 24), "'"),
+    "google_api_key": lambda r: ("maps?key=", "AIza" + _chars(r, 35, URLSAFE), "&q=x"),
+    "jwt": lambda r: ("Authorization: Bearer ", _jwt(r), "\n"),
+    "openai_api_key": lambda r: ("OPENAI_API_KEY=", "sk-proj-" + _chars(r, 120, URLSAFE), "\n"),
+    "anthropic_api_key": lambda r: (
+        "client = Anthropic(api_key='",
+        f"sk-ant-api03-{_chars(r, 93, URLSAFE)}AA",
+        "')",
+    ),
+    "huggingface_token": lambda r: (
+        'login(token="',
+        "hf_" + _chars(r, 34, string.ascii_letters),
+        '")',
+    ),
+    "twilio_api_key": lambda r: ("twilio key ", "SK" + _chars(r, 32, HEX), " (main)"),
+    "sendgrid_api_key": lambda r: (
+        "SENDGRID_API_KEY=",
+        f"SG.{_chars(r, 22, URLSAFE)}.{_chars(r, 43, URLSAFE)}",
+        "\n",
+    ),
+    "mailchimp_api_key": lambda r: (
+        "mailchimp: ",
+        f"{_chars(r, 32, HEX)}-us{r.randint(1, 20)}",
+        "",
+    ),
+    "npm_token": lambda r: ("//registry.npmjs.org/:_authToken=", "npm_" + _chars(r, 36), "\n"),
+    "pypi_token": lambda r: ("password = ", "pypi-AgEIcHlwaS5vcmc" + _chars(r, 70, URLSAFE), "\n"),
+    "azure_storage_key": lambda r: (
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=",
+        _chars(r, 86, B64) + "==",
+        ";EndpointSuffix=core.windows.net",
+    ),
+    "databricks_token": lambda r: ("DATABRICKS_TOKEN: ", "dapi" + _chars(r, 32, HEX), "\n"),
+    "digitalocean_token": lambda r: ("doctl auth init -t ", "dop_v1_" + _chars(r, 64, HEX), ""),
+    "discord_token": lambda r: r.choice(
+        [
+            ('bot.run("', _discord_bot(r), '")'),
+            (
+                "webhook ",
+                f"https://discord.com/api/webhooks/{r.randrange(10**17, 10**18)}/"
+                f"{_chars(r, 68, URLSAFE)}",
+                " .",
+            ),
+        ]
+    ),
+    "connection_string_password": lambda r: (
+        r.choice(["postgres://app:", "mysql://root:", "mongodb+srv://svc:", "redis://default:"]),
+        _chars(r, 16),
+        "@db.internal:5432/main",
+    ),
+    "generic_secret_assignment": lambda r: r.choice(
+        [
+            ('DB_PASSWORD="', _chars(r, 20, ALNUM + "!#%&*"), '"'),
+            ("client_secret: ", _chars(r, 18) + str(r.randint(0, 9)), "\n"),
+            ('{"api_key": "', _chars(r, 32, HEX), '"}'),
+        ]
+    ),
+}
+
+
+def secret_sample(kind: str, rng: random.Random) -> Sample:
+    return _sample(kind, *SECRET_BUILDERS[kind](rng))
+
+
+def _uuid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+# class -> builder of (text, value span start, end); the span is the look-alike value.
+HARD_NEGATIVE_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
+    "git_sha": lambda r: (r.choice(["commit ", "rev: ", "Merge: "]), _chars(r, 40, HEX), ""),
+    "sha256_digest": lambda r: ("", _chars(r, 64, HEX), "  dist/pkg-1.0.tar.gz"),
+    "sha512_digest": lambda r: ("sha512sum: ", _chars(r, 128, HEX), ""),
+    "lockfile_integrity": lambda r: (
+        '"integrity": "',
+        "sha512-" + base64.b64encode(r.randbytes(64)).decode(),
+        '",',
+    ),
+    "requirements_hash": lambda r: ("requests==2.31.0 --hash=", "sha256:" + _chars(r, 64, HEX), ""),
+    "uuid": lambda r: (r.choice(["request_id=", '"id": "', "uuid "]), _uuid(r), ""),
+    "base64_image": lambda r: (
+        '<img src="',
+        "data:image/png;base64," + base64.b64encode(r.randbytes(600)).decode(),
+        '">',
+    ),
+    "env_reference": lambda r: r.choice(
+        [
+            ("password=", "${DB_PASSWORD}", ""),
+            ("api_key = ", 'os.environ["API_KEY"]', ""),
+            ("token: ", "$API_TOKEN", ""),
+            ('secret = "', "{{ vault_secret }}", '"'),
+            ("postgres://app:", "${PGPASSWORD}", "@db:5432/main"),
+        ]
+    ),
+    "placeholder": lambda r: r.choice(
+        [
+            ('api_key = "', "<your-api-key>", '"'),
+            ("password: ", "xxxxxxxx", ""),
+            ("password=", "changeme", ""),
+            ("password=", "password", ""),
+            ('secret = "', "********", '"'),
+            ("token: ", "YOUR_TOKEN_HERE", ""),
+            ("mysql://user:", "password", "@localhost/db"),
+        ]
+    ),
+    "aws_documented_example": lambda r: r.choice(
+        [
+            ("aws_access_key_id = ", "AKIAIOSFODNN7EXAMPLE", ""),
+            ("aws_secret_access_key = ", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ""),
+        ]
+    ),
+    "low_entropy_assignment": lambda r: r.choice(
+        [
+            ('password = "', r.choice(string.ascii_lowercase) * r.randint(8, 20), '"'),
+            ("secret: ", "ab" * r.randint(4, 10), ""),
+            ('api_key="', "1234" * r.randint(2, 5), '"'),
+            ('token = "', "bert-base-uncased", '"'),
+        ]
+    ),
+}
+
+
+def hard_negative_sample(kind: str, rng: random.Random) -> Sample:
+    return _sample(kind, *HARD_NEGATIVE_BUILDERS[kind](rng))
