@@ -11,6 +11,7 @@ TERMINAL_ACTIONS = (PUBLISHED, DROPPED, QUARANTINED)
 # Non-terminal actions record what happened to a record on its way.
 EDITED = "edited"
 MOVED = "moved"
+APPROVED = "approved"  # a reviewer approved a quarantined record; it goes on
 
 # Ingest: bad rows. Evidence holds the file and the line (jsonl, text) or row (csv, parquet).
 INVALID_JSON = "invalid_json"
@@ -28,3 +29,16 @@ EXACT_DUPLICATE = "exact_duplicate"
 
 # Split.
 SPLIT_CONFLICT = "split_conflict"
+
+# Governance: license, consent and use terms; secrets; personal data; review; deletion.
+LICENSE_NOT_ALLOWED = "license_not_allowed"
+LICENSE_UNKNOWN = "license_unknown"
+CONSENT_MISSING = "consent_missing"
+USE_NOT_ALLOWED = "use_not_allowed"
+SECRET_DETECTED = "secret_detected"
+PERSONAL_DATA = "personal_data"  # a personal-data type the policy quarantines or drops
+PERSONAL_DATA_REDACTED = "personal_data_redacted"  # edit: replaced in place, e.g. <EMAIL>
+DELETION_REQUEST = "deletion_request"
+REVIEW_REJECTED = "review_rejected"  # a reviewer rejected this content earlier
+REVIEW_APPROVED = "review_approved"
+SECRET_FALSE_POSITIVE = "secret_false_positive"  # approval of a secret finding

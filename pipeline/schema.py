@@ -35,6 +35,19 @@ LEDGER_SCHEMA = pl.Schema(
     }
 )
 
+# A quarantined record as the reviewer queue stores it: never a secret in clear.
+REVIEW_ITEM_SCHEMA = pl.Schema(
+    {
+        "record_id": pl.String,
+        "source": pl.String,
+        "source_content_hash": pl.String,
+        "reason": pl.String,
+        "evidence": pl.String,  # JSON, redacted like the ledger's
+        "text": pl.String,  # secrets replaced by <SECRET:type>
+        "metadata": pl.String,  # likewise
+    }
+)
+
 
 def schema_description(schema: pl.Schema) -> list[dict[str, str]]:
     """The schema as plain data, as written into manifests and hashed into dataset hashes."""

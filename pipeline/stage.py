@@ -24,6 +24,20 @@ class RunContext:
     parent_version: str | None = None
     # record_id -> split of the parent version (columns: record_id, split), when one exists.
     parent_splits: pl.LazyFrame | None = None
+    # Open deletion requests (columns: request_id, kind, value), kind one of DELETION_KINDS.
+    deletions: pl.DataFrame | None = None
+    # Reviewer decisions (columns: item_id, record_id, source_content_hash, reason, status,
+    # reviewer), status `approved` or `rejected`.
+    review_decisions: pl.DataFrame | None = None
+
+
+# What a deletion request can name, and the record column it matches.
+DELETION_KINDS = {
+    "source": "source",
+    "group": "group",
+    "record_id": "record_id",
+    "content_hash": "source_content_hash",
+}
 
 
 @dataclass
@@ -31,3 +45,5 @@ class StageResult:
     frame: pl.LazyFrame
     events: pl.DataFrame
     stats: dict[str, Any] = field(default_factory=dict)
+    # Records for the reviewer queue (REVIEW_ITEM_SCHEMA), secrets already masked.
+    review_items: pl.DataFrame | None = None
