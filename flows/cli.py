@@ -60,6 +60,14 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def checked(call, *args, **kwargs):
+    """Call, turning a ThresherError into its message and exit 2."""
+    try:
+        return call(*args, **kwargs)
+    except ThresherError as error:
+        fail(str(error))
+
+
 def emit(obj: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(obj, default=str) + "\n")
 
@@ -96,7 +104,7 @@ def run(
     config: Annotated[Path, typer.Option("--config", "-c", help="Run config (YAML).")],
     as_json: JsonOption = False,
 ) -> None:
-    """Run the curate flow: ingest, dedup, split, publish, commit."""
+    """Run the curate flow: ingest, govern, dedup, split, publish, commit."""
     from pipeline.config import load_run_config
 
     try:
@@ -244,6 +252,12 @@ def catalog_show(
         ("path", catalog.version_path(version)),
         ("records", version.records),
         ("splits", version.split_counts),
+        *(
+            [("withdrawn", f"{version.withdrawn_at} — {version.status_reason}")]
+            if version.withdrawn_at
+            else []
+        ),
+        *([("purged", f"{version.purged_at} (shards deleted)")] if version.purged_at else []),
     ]:
         console.print(f"  {label:<12} {value}")
     sources_table = Table("source", "license", "consent", "owner", title="sources")
@@ -276,6 +290,8 @@ def catalog_verify(
     from pipeline.reader import read_manifest, verify_shards
 
     catalog, version = _find_version(ref, workdir, config)
+    if version.purged_at is not None:
+        fail(f"version {version.dataset_hash[:16]} was withdrawn and its shards purged", code=1)
     path = catalog.version_path(version)
     cataloged = catalog.shards(version.dataset_hash)  # written last and never changed
     findings = [(p.path, p.problem) for p in verify_shards(path, {"shards": cataloged})]
@@ -298,3 +314,12 @@ def catalog_verify(
         stderr.print(f"{summary}, {len(findings)} problem(s)")
         raise typer.Exit(1)
     stderr.print(f"{summary}, all match")
+
+
+# Capabilities register their own sub-apps; their modules use the helpers above.
+from flows.governance_cli import forget, review_app  # noqa: E402
+from flows.secrets_cli import secrets_app  # noqa: E402
+
+app.add_typer(review_app, name="review")
+app.command()(forget)
+app.add_typer(secrets_app, name="secrets")

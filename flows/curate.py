@@ -1,4 +1,5 @@
-"""The `curate` flow: ingest → exact dedup → split → publish → commit, one task per stage.
+"""The `curate` flow: ingest → govern → exact dedup → split → publish → commit, one task per
+stage.
 
 Tasks pass paths and small summaries, never frames: each stage reads the previous stage's
 Parquet output under the run folder and writes its own. The run folder keeps the ledger,
@@ -22,10 +23,12 @@ import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from data_catalog import deletions, review_queue
 from data_catalog.catalog import CATALOG_FILE, Catalog
 from pipeline import ledger
 from pipeline.config import RunConfig, config_hash, load_run_config
 from pipeline.exact_dedup import exact_dedup
+from pipeline.govern import govern
 from pipeline.ingest import INTERMEDIATE_PARQUET, ingest
 from pipeline.publish import MANIFEST, StagedVersion, publish
 from pipeline.reader import read_version
@@ -45,6 +48,8 @@ class RunPlan:
     config_hash: str
     parent_version: str | None
     parent_path: Path | None
+    deletions: pl.DataFrame  # catalog state the governance stage needs, loaded once
+    review_decisions: pl.DataFrame
 
     @property
     def workdir(self) -> Path:
@@ -74,6 +79,8 @@ class RunPlan:
             config_hash=self.config_hash,
             parent_version=self.parent_version,
             parent_splits=parent_splits,
+            deletions=self.deletions,
+            review_decisions=self.review_decisions,
         )
 
 
@@ -125,6 +132,8 @@ def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
         config_hash=digest,
         parent_version=parent.dataset_hash if parent else None,
         parent_path=catalog.version_path(parent) if parent else None,
+        deletions=deletions.requests_frame(catalog),
+        review_decisions=review_queue.decisions_frame(catalog),
     )
 
 
@@ -150,18 +159,29 @@ def _run_stage(
     out.mkdir(parents=True, exist_ok=True)
     result.frame.sink_parquet(out / "part-00000.parquet", **INTERMEDIATE_PARQUET)
     ledger.write_part(result.events, plan.ledger_dir, f"{order}-{name}")
-    get_run_logger().info("%s: %s", name, json.dumps(result.stats))
-    return {"path": str(out), "stats": result.stats}
+    stats = dict(result.stats)
+    if result.review_items is not None:
+        catalog = Catalog.open(plan.workdir)
+        stats["queued_new"] = review_queue.enqueue(
+            catalog, result.review_items, plan.config.name, plan.run_id
+        )
+    get_run_logger().info("%s: %s", name, json.dumps(stats))
+    return {"path": str(out), "stats": stats}
+
+
+@task(name="govern", **TASK_OPTIONS)
+def govern_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "govern", 2, govern, plan.config.policy, input_dir)
 
 
 @task(name="exact_dedup", **TASK_OPTIONS)
 def exact_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "exact_dedup", 2, exact_dedup, plan.config.dedup, input_dir)
+    return _run_stage(plan, "exact_dedup", 3, exact_dedup, plan.config.dedup, input_dir)
 
 
 @task(name="split", **TASK_OPTIONS)
 def split_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "split", 3, split, plan.config.split, input_dir)
+    return _run_stage(plan, "split", 4, split, plan.config.split, input_dir)
 
 
 def _staging_dir(plan: RunPlan) -> Path:
@@ -183,7 +203,7 @@ def publish_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
         staging,
         extra={"code_version": code_version(), "sources": sources},
     )
-    ledger.write_part(staged.events, plan.ledger_dir, "4-publish")
+    ledger.write_part(staged.events, plan.ledger_dir, "5-publish")
     return {
         "path": str(staging),
         "dataset_hash": staged.dataset_hash,
@@ -210,7 +230,7 @@ def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, A
 
 
 def summarize(
-    plan: RunPlan, records_in: int, committed: dict[str, Any], split_stats: dict
+    plan: RunPlan, records_in: int, committed: dict[str, Any], split_stats: dict, govern_stats: dict
 ) -> dict[str, Any]:
     events = pl.scan_parquet(plan.run_dir / "ledger.parquet")
     version_dir = Path(committed["path"])
@@ -225,6 +245,10 @@ def summarize(
         "reasons": ledger.counts_by_reason(events, terminal=True),
         "changes": ledger.counts_by_reason(events, terminal=False),  # edits and moves
         "splits": split_stats["splits"],
+        "review": {
+            "queued_new": govern_stats["queued_new"],
+            "quarantined_items": govern_stats["review_items"],
+        },
         "paths": {
             "version": str(version_dir),
             "manifest": str(version_dir / MANIFEST),
@@ -246,11 +270,12 @@ def curate(config_path: str) -> dict[str, Any]:
     try:
         ingested = ingest_task(plan)
         records_in = ingested["stats"]["records_in"]
-        deduped = exact_dedup_task(plan, ingested["path"])
+        governed = govern_task(plan, ingested["path"])
+        deduped = exact_dedup_task(plan, governed["path"])
         assigned = split_task(plan, deduped["path"])
         staged = publish_task(plan, assigned["path"])
         committed = commit_task(plan, staged["path"], records_in)
-        summary = summarize(plan, records_in, committed, assigned["stats"])
+        summary = summarize(plan, records_in, committed, assigned["stats"], governed["stats"])
     except BaseException as error:
         catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
         raise

@@ -104,6 +104,10 @@ def write_demo_config(directory: Path) -> Path:
         "name": "thresher-demo",
         "workdir": "./work",
         "sources": "sources.yaml",
+        "policy": {
+            # Debian packages ship under their own free licenses, most of them copyleft
+            "licenses": {"classes": {"LicenseRef-Debian-package-terms": "share-alike"}},
+        },
         "split": {"strategy": "group", "fractions": {"train": 0.8, "validation": 0.1, "test": 0.1}},
     }
     path = directory / "thresher.yaml"

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from helpers import CHANGELOG_SOURCE, SMS_SOURCE, sms_rows, write_jsonl, write_project
+from helpers import (
+    CHANGELOG_SOURCE,
+    DEBIAN_POLICY,
+    SMS_SOURCE,
+    sms_rows,
+    write_jsonl,
+    write_project,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -29,7 +36,9 @@ def sms_spam() -> pl.DataFrame:
 def sms_project(tmp_path: Path, sms_spam: pl.DataFrame) -> Path:
     """A project over 600 real SMS messages (with their real exact duplicates) and changelogs."""
     write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 600))
-    return write_project(tmp_path, [SMS_SOURCE, CHANGELOG_SOURCE], publish={"shard_rows": 200})
+    return write_project(
+        tmp_path, [SMS_SOURCE, CHANGELOG_SOURCE], publish={"shard_rows": 200}, policy=DEBIAN_POLICY
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,268 @@
+"""Commands of the governance capability: the reviewer queue (`thresher review …`), deletion
+requests (`thresher forget`), and withdrawn versions (`thresher catalog affected | withdraw
+| purge`). Registered on the main app by flows.cli."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from flows.cli import (
+    ConfigOption,
+    JsonOption,
+    RefArgument,
+    WorkdirOption,
+    _catalog,
+    _find_version,
+    catalog_app,
+    checked,
+    emit,
+    fail,
+    stderr,
+)
+from pipeline.errors import ThresherError
+
+review_app = typer.Typer(help="The reviewer quarantine queue.", no_args_is_help=True)
+ReviewerOption = Annotated[
+    str, typer.Option("--reviewer", help="Your name; recorded with the decision.")
+]
+NoteOption = Annotated[str, typer.Option("--note", help="Why: recorded with the decision.")]
+ItemIds = Annotated[list[int], typer.Argument(help="Review item ids (see `thresher review list`).")]
+
+
+@review_app.command("list")
+def review_list(
+    reason: Annotated[str | None, typer.Option("--reason", help="Only this reason code.")] = None,
+    source: Annotated[str | None, typer.Option("--source", help="Only this source.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="pending, approved or rejected.")
+    ] = None,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List review items, oldest first."""
+    from data_catalog import review_queue
+
+    if status is not None and status not in review_queue.STATUSES:
+        fail(f"--status must be one of {', '.join(review_queue.STATUSES)}, not {status!r}")
+    found = review_queue.items(
+        _catalog(workdir, config), status=status, reason=reason, source=source
+    )
+    table = Table("id", "status", "reason", "source", "record", "queued", "reviewer")
+    for entry in found:
+        if as_json:
+            emit({key: value for key, value in entry.items() if key not in ("text", "metadata")})
+        table.add_row(
+            str(entry["id"]),
+            entry["status"],
+            entry["reason"],
+            entry["source"],
+            entry["record_id"][:16],
+            f"{entry['created_at']:%Y-%m-%d %H:%M}",
+            entry["reviewer"] or "",
+        )
+    if not as_json:
+        Console().print(table)
+    stderr.print(f"{len(found)} item(s)")
+
+
+@review_app.command("show")
+def review_show(
+    item_id: int,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one item: its record (secrets masked), the evidence, and its decision history."""
+    from data_catalog import review_queue
+
+    catalog = _catalog(workdir, config)
+    entry = checked(review_queue.item, catalog, item_id)
+    history = review_queue.history(catalog, item_id)
+    if as_json:
+        emit({**entry, "history": history})
+        return
+    console = Console()
+    console.print(f"[bold]item {entry['id']}[/]  [{entry['status']}]  {entry['reason']}")
+    for label in ("record_id", "source", "source_content_hash", "dataset", "run_id"):
+        console.print(f"  {label:<20} {entry[label]}")
+    console.print(f"  {'evidence':<20} {json.dumps(json.loads(entry['evidence'] or 'null'))}")
+    if entry["metadata"]:
+        console.print(f"  {'metadata':<20} {entry['metadata']}", markup=False)
+    console.print("[bold]text[/] (secrets masked):")
+    console.print(entry["text"], markup=False, highlight=False)
+    for decision in history:
+        console.print(
+            f"  {decision['decided_at']:%Y-%m-%d %H:%M:%S} {decision['decision']} by "
+            f"{decision['reviewer']}: {decision['note'] or ''}",
+            markup=False,
+        )
+
+
+def _decide(decision: str, ids: list[int], reviewer: str, note: str, workdir, config) -> None:
+    from data_catalog import review_queue
+
+    catalog = _catalog(workdir, config)
+    conflicts = 0
+    for item_id in ids:
+        outcome = checked(review_queue.decide, catalog, item_id, decision, reviewer, note)
+        if isinstance(outcome, review_queue.Conflict):
+            conflicts += 1
+            stderr.print(f"[yellow]conflict:[/] {outcome.message}", highlight=False)
+        else:
+            stderr.print(f"item {item_id}: {decision} by {reviewer}", highlight=False)
+    if conflicts:
+        raise typer.Exit(1)
+
+
+@review_app.command("approve")
+def review_approve(
+    ids: ItemIds,
+    reviewer: ReviewerOption,
+    note: NoteOption,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Approve items: their records pass governance on the next run (exit 1 if any item was
+    already decided)."""
+    _decide("approved", ids, reviewer, note, workdir, config)
+
+
+@review_app.command("reject")
+def review_reject(
+    ids: ItemIds,
+    reviewer: ReviewerOption,
+    note: NoteOption,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Reject items: their content is dropped by every later run and never queued again."""
+    _decide("rejected", ids, reviewer, note, workdir, config)
+
+
+def forget(
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded).")],
+    source: Annotated[
+        str | None, typer.Option("--source", help="Every record of a source.")
+    ] = None,
+    group: Annotated[str | None, typer.Option("--group", help="Every record of a group.")] = None,
+    record_id: Annotated[str | None, typer.Option("--record-id", help="One record.")] = None,
+    content_hash: Annotated[
+        str | None, typer.Option("--content-hash", help="Records with this text (either hash).")
+    ] = None,
+    withdraw: Annotated[
+        bool, typer.Option("--withdraw", help="Also withdraw every version that held them.")
+    ] = False,
+    requested_by: Annotated[str | None, typer.Option("--requested-by")] = None,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Record a deletion request: every later run drops the matching records."""
+    from data_catalog import deletions
+
+    named = {
+        kind: value
+        for kind, value in (
+            ("source", source),
+            ("group", group),
+            ("record_id", record_id),
+            ("content_hash", content_hash),
+        )
+        if value is not None
+    }
+    if len(named) != 1:
+        fail("name exactly one of --source, --group, --record-id, --content-hash")
+    ((kind, value),) = named.items()
+    catalog = _catalog(workdir, config)
+    try:
+        request_id = deletions.record_request(catalog, kind, value, reason, requested_by)
+        affected = deletions.affected(catalog, request_id)
+        withdrawn = []
+        if withdraw:
+            for hit in affected:
+                if hit.version.status != "withdrawn":
+                    catalog.withdraw(
+                        hit.version.dataset_hash, f"deletion request {request_id}: {reason}"
+                    )
+                    withdrawn.append(hit.version.dataset_hash)
+    except ThresherError as error:
+        fail(str(error))
+    if as_json:
+        emit(
+            {
+                "request_id": request_id,
+                "kind": kind,
+                "affected": [hit.version.dataset_hash for hit in affected],
+                "withdrawn": withdrawn,
+            }
+        )
+    stderr.print(f"deletion request {request_id} recorded: later runs drop {kind} {value}")
+    _print_affected(affected)
+    for dataset_hash in withdrawn:
+        stderr.print(f"withdrew {dataset_hash[:16]}")
+
+
+def _print_affected(affected) -> None:
+    if not affected:
+        stderr.print("no published version contained matching records")
+    for hit in affected:
+        count = "unknown (shards purged)" if hit.records is None else f"{hit.records} record(s)"
+        stderr.print(
+            f"  {hit.version.name} {hit.version.dataset_hash[:16]} [{hit.version.status}]: {count}"
+        )
+
+
+@catalog_app.command("affected")
+def catalog_affected(
+    request_id: int,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the versions that contained records of a deletion request (exit 1 if any)."""
+    from data_catalog import deletions
+
+    catalog = _catalog(workdir, config)
+    affected = checked(deletions.affected, catalog, request_id)
+    for hit in affected:
+        if as_json:
+            emit(
+                {
+                    "dataset_hash": hit.version.dataset_hash,
+                    "name": hit.version.name,
+                    "status": hit.version.status,
+                    "records": hit.records,
+                }
+            )
+    _print_affected(affected)
+    if affected:
+        raise typer.Exit(1)
+
+
+@catalog_app.command("withdraw")
+def catalog_withdraw(
+    ref: RefArgument,
+    reason: Annotated[str, typer.Option("--reason", help="Why (shown wherever it is listed).")],
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Withdraw a version: it stays listed with the reason; opening or training on it is refused."""
+    catalog, version = _find_version(ref, workdir, config)
+    withdrawn = catalog.withdraw(version.dataset_hash, reason)
+    stderr.print(f"withdrew {withdrawn.dataset_hash[:16]} ({withdrawn.status_reason})")
+
+
+@catalog_app.command("purge")
+def catalog_purge(
+    ref: RefArgument, workdir: WorkdirOption = None, config: ConfigOption = None
+) -> None:
+    """Delete the shards of a withdrawn version; its manifest and ledger stay as the record."""
+    catalog, version = _find_version(ref, workdir, config)
+    purged = checked(catalog.purge, version.dataset_hash)
+    stderr.print(f"purged the shards of {purged.dataset_hash[:16]}; manifest and ledger kept")

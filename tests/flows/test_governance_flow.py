@@ -1,0 +1,256 @@
+"""Governance end to end through the CLI: secrets never in clear anywhere, the review queue
+round trip, deletion requests, withdrawn and purged versions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from credential_factory import secret_sample
+from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
+from typer.testing import CliRunner
+
+from data_catalog.catalog import Catalog, open_version
+from flows.cli import app
+from pipeline.errors import DataError
+from pipeline.secrets import SECRET_TYPES
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+runner = CliRunner()
+
+
+def thresher(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def run_json(config: Path) -> dict:
+    result = thresher("run", "--config", config, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def planted_project(root: Path, sms_spam: pl.DataFrame) -> tuple[Path, dict[str, str]]:
+    """200 real SMS messages, and one more message per credential type with a secret in it."""
+    rng = random.Random(11)
+    secrets, planted = {}, []
+    for number, kind in enumerate(SECRET_TYPES):
+        sample = secret_sample(kind, rng)
+        secrets[kind] = sample.value
+        base = sms_rows(sms_spam, 1000 + number, 1001 + number)[0]
+        planted.append({**base, "id": f"planted-{kind}", "text": f"{base['text']}\n{sample.text}"})
+    write_jsonl(root / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 200))
+    write_jsonl(root / "data" / "sms-planted.jsonl", planted)
+    return write_project(root, [SMS_SOURCE]), secrets
+
+
+def searchable_text(workdir: Path) -> str:
+    """Everything the work folder holds, as text: Parquet read back, SQLite dumped."""
+    chunks = []
+    for path in sorted(workdir.rglob("*")):
+        if path.is_dir() or path.suffix in (".lock", ".db-shm"):
+            continue
+        if path.suffix == ".parquet":
+            chunks.append(pl.read_parquet(path).write_csv())
+        elif path.name == "catalog.db":
+            with sqlite3.connect(path) as db:
+                chunks.extend(db.iterdump())
+        elif path.name != "catalog.db-wal":  # read through the dump above
+            chunks.append(path.read_bytes().decode("utf-8", errors="replace"))
+    return "\n".join(chunks)
+
+
+async def prefect_logs() -> str:
+    from prefect.client.orchestration import get_client
+
+    async with get_client() as client:
+        return "\n".join(log.message for log in await client.read_logs(limit=200))
+
+
+def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam):
+    config, secrets = planted_project(tmp_path, sms_spam)
+    result = thresher("run", "--config", config, "--json")
+    assert result.exit_code == 0
+    summary = json.loads(result.stdout)
+    assert summary["reasons"]["quarantined"]["secret_detected"] == len(SECRET_TYPES)
+    assert summary["review"] == {
+        "queued_new": len(SECRET_TYPES),
+        "quarantined_items": len(SECRET_TYPES),
+    }
+    workdir = tmp_path / "work"
+    listed = thresher("review", "list", "--workdir", workdir, "--json")
+    items = [json.loads(line) for line in listed.stdout.splitlines()]
+    shown = [thresher("review", "show", item["id"], "--workdir", workdir) for item in items]
+    assert all("<SECRET:" in page.stdout for page in shown)
+    outputs = [result.stdout, result.stderr, listed.stdout, *(page.stdout for page in shown)]
+    everywhere = "\n".join([searchable_text(workdir), *outputs, asyncio.run(prefect_logs())])
+    assert "<SECRET:github_token>" in everywhere  # the search does see the queue's text
+    leaked = {kind: value for kind, value in secrets.items() if value in everywhere}
+    assert leaked == {}
+    assert not list(workdir.glob("runs/*/stages")) and not list(
+        workdir.glob("datasets/*/.staging-*")
+    )
+
+
+def test_review_round_trip_and_a_second_nightly_run(tmp_path, sms_spam):
+    config, secrets = planted_project(tmp_path, sms_spam)
+    workdir = tmp_path / "work"
+    run_json(config)
+    items = {
+        item["record_id"]: item
+        for item in map(json.loads, thresher("review", "list", "-w", workdir, "--status", "pending", "--json").stdout.splitlines())
+    }  # fmt: skip
+    by_kind = {json.loads(i["evidence"])["types"][0]: i["id"] for i in items.values()}
+    approved, rejected = by_kind["jwt"], by_kind["aws_access_key_id"]
+    ok = thresher(
+        "review",
+        "approve",
+        approved,
+        "--reviewer",
+        "ana",
+        "--note",
+        "a test fixture",
+        "-w",
+        workdir,
+    )
+    assert ok.exit_code == 0 and f"item {approved}: approved by ana" in ok.stderr
+    assert (
+        thresher(
+            "review", "reject", rejected, "--reviewer", "bo", "--note", "live key", "-w", workdir
+        ).exit_code
+        == 0
+    )
+    again = thresher(
+        "review", "reject", approved, "--reviewer", "bo", "--note", "no", "-w", workdir
+    )
+    assert again.exit_code == 1 and f"item {approved} was already approved by ana" in again.stderr
+    missing = thresher("review", "approve", approved, "--note", "x", "-w", workdir)
+    assert missing.exit_code == 2 and "--reviewer" in missing.stderr
+
+    second = run_json(config)  # nothing changed in the sources
+    assert second["review"]["queued_new"] == 0
+    assert second["reasons"]["quarantined"]["secret_detected"] == len(SECRET_TYPES) - 2
+    assert second["reasons"]["dropped"]["review_rejected"] == 1
+    assert second["changes"]["approved"] == {"secret_false_positive": 1}
+    published = pl.concat([f.collect() for f in open_version(workdir, "test-set").splits.values()])
+    assert published.filter(pl.col("text").str.contains(secrets["jwt"], literal=True)).height == 1
+    log = pl.read_parquet(second["paths"]["ledger"])
+    approval = log.filter(pl.col("action") == "approved").row(0, named=True)
+    assert json.loads(approval["evidence"]) == {
+        "item": approved,
+        "reviewer": "ana",
+        "flag": "secret_detected",
+    }
+    statuses = [
+        json.loads(line)["status"]
+        for line in thresher("review", "list", "-w", workdir, "--json").stdout.splitlines()
+    ]
+    assert sorted(statuses).count("pending") == len(SECRET_TYPES) - 2
+
+
+def test_two_reviewers_in_two_processes_one_wins(tmp_path, sms_spam):
+    config, _ = planted_project(tmp_path, sms_spam)
+    workdir = tmp_path / "work"
+    run_json(config)
+    item = json.loads(thresher("review", "list", "-w", workdir, "--json").stdout.splitlines()[0])[
+        "id"
+    ]
+    cli = [sys.executable, "-c", "from flows.cli import main; main()"]
+    env = {**os.environ, "THRESHER_WORKDIR": str(workdir)}
+    racing = [
+        subprocess.Popen([*cli, "review", verb, str(item), "--reviewer", who, "--note", "race"], env=env, stderr=subprocess.PIPE, text=True)
+        for verb, who in (("approve", "ana"), ("reject", "bo"))
+    ]  # fmt: skip
+    outcomes = sorted((p.wait(timeout=120), p.stderr.read()) for p in racing)
+    assert [code for code, _ in outcomes] == [0, 1]
+    assert "was already" in outcomes[1][1] and "nothing changed" in outcomes[1][1]
+    shown = json.loads(thresher("review", "show", item, "-w", workdir, "--json").stdout)
+    (decision,) = shown["history"]
+    assert (shown["status"], shown["reviewer"]) == (decision["decision"], decision["reviewer"])
+
+
+def test_forget_rerun_affected_withdraw_and_purge(tmp_path, sms_spam):
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 200))
+    config = write_project(tmp_path, [SMS_SOURCE])
+    workdir = tmp_path / "work"
+    first = run_json(config)
+    asked = thresher(
+        "forget", "--group", "sender-3", "--reason", "the sender asked", "-w", workdir, "--json"
+    )
+    assert asked.exit_code == 0
+    request = json.loads(asked.stdout)
+    assert request["affected"] == [first["dataset_hash"]] and request["withdrawn"] == []
+    affected = thresher("catalog", "affected", request["request_id"], "-w", workdir, "--json")
+    assert affected.exit_code == 1  # findings: versions hold the records
+    (hit,) = map(json.loads, affected.stdout.splitlines())
+    assert hit["dataset_hash"] == first["dataset_hash"] and hit["records"] == 7
+
+    second = run_json(config)
+    assert second["reasons"]["dropped"]["deletion_request"] == 7
+    published = pl.concat([f.collect() for f in open_version(workdir, "test-set").splits.values()])
+    assert "sender-3" not in published["group"].to_list()
+
+    record = published.filter(pl.col("group") == "sender-9")["record_id"][0]
+    withdrawn = thresher(
+        "forget",
+        "--record-id",
+        record,
+        "--reason",
+        "erasure",
+        "--withdraw",
+        "-w",
+        workdir,
+        "--json",
+    )
+    assert set(json.loads(withdrawn.stdout)["withdrawn"]) == {
+        first["dataset_hash"],
+        second["dataset_hash"],
+    }
+    with pytest.raises(DataError, match="was withdrawn"):
+        open_version(workdir, "test-set", second["dataset_hash"])
+    with pytest.raises(DataError, match="has no published version"):
+        open_version(workdir, "test-set")
+    listed = [
+        json.loads(line)
+        for line in thresher("catalog", "list", "-w", workdir, "--json").stdout.splitlines()
+    ]
+    assert {row["status"] for row in listed} == {"withdrawn"}
+    assert all("deletion request" in row["status_reason"] for row in listed)
+
+    purged = thresher("catalog", "purge", first["dataset_hash"][:12], "-w", workdir)
+    assert purged.exit_code == 0
+    path = Path(first["paths"]["version"])
+    assert not (path / "data").exists() and (path / "manifest.json").exists()
+    verify = thresher("catalog", "verify", first["dataset_hash"], "-w", workdir)
+    assert verify.exit_code == 1 and "purged" in verify.stderr
+    # the purged version is still found through its ledger
+    still = thresher("catalog", "affected", "2", "-w", workdir, "--json")
+    assert {json.loads(line)["dataset_hash"] for line in still.stdout.splitlines()} == {
+        first["dataset_hash"], second["dataset_hash"]
+    }  # fmt: skip
+    third = run_json(config)  # parent: none published, so splits come from the hash again
+    assert third["parent_version"] is None and third["reasons"]["dropped"]["deletion_request"] == 8
+    assert Catalog.open(workdir).latest("test-set").dataset_hash == third["dataset_hash"]
+
+
+def test_a_run_that_fails_midway_removes_its_record_files(tmp_path, sms_spam, monkeypatch):
+    import flows.curate
+
+    def broken_split(*_args):
+        raise RuntimeError("split broke")
+
+    monkeypatch.setattr(flows.curate, "split", broken_split)
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 50))
+    config = write_project(tmp_path, [SMS_SOURCE])
+    with pytest.raises(RuntimeError, match="split broke"):
+        thresher("run", "--config", config)
+    (run_dir,) = (tmp_path / "work" / "runs").iterdir()
+    assert (run_dir / "ledger.parquet").exists()  # kept for diagnosis: ids and reasons only
+    assert not (run_dir / "stages").exists()
