@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import ConfigError
-from pipeline.licenses import LICENSE_CLASSES
+from pipeline.licenses import LICENSE_CLASSES, check_expression
 
 SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
 SPLITS = ("train", "validation", "test")
@@ -26,8 +26,6 @@ FORMATS = ("jsonl", "csv", "parquet", "text", "debian_changelog")
 CONSENT_BASES = ("explicit", "contract", "public-release", "legitimate-interest", "none", "unknown")
 USES = ("training", "evaluation", "research", "commercial", "redistribution")
 KEEP_RULES = ("earliest_timestamp", "longest_text", "lowest_record_id")
-# An SPDX license id or expression (`MIT`, `Apache-2.0 OR MIT`) or a `LicenseRef-…` reference.
-LICENSE_PATTERN = r"^(LicenseRef-[A-Za-z0-9.-]+|[A-Za-z0-9.+-]+)( (AND|OR|WITH) (LicenseRef-[A-Za-z0-9.-]+|[A-Za-z0-9.+-]+))*$"
 
 
 class Strict(BaseModel):
@@ -80,7 +78,9 @@ class SourceDeclaration(Strict):
     format: Literal[FORMATS]
     encoding: str = "utf-8"
     fields: FieldMapping | None = None
-    license: Annotated[str, Field(pattern=LICENSE_PATTERN)]
+    license: str = Field(
+        description="an SPDX id or expression (`MIT`, `(MIT OR GPL-3.0) AND CC-BY-4.0`) or LicenseRef-…"
+    )
     consent: Literal[CONSENT_BASES]
     rights_basis: str | None = None
     owner: str
@@ -89,6 +89,18 @@ class SourceDeclaration(Strict):
     removal_contact: str | None = None
     description: str | None = None
     base_dir: str = Field("", description="set by the loader: where relative locations start")
+
+    @field_validator("license")
+    @classmethod
+    def _spdx_expression(cls, license: str) -> str:
+        try:
+            check_expression(license)
+        except ValueError as error:
+            raise ValueError(
+                f"not an SPDX license expression ({error}); write an SPDX id such as "
+                "CC-BY-4.0, an expression such as 'MIT OR Apache-2.0', or LicenseRef-<name>"
+            ) from None
+        return license
 
     @field_validator("encoding")
     @classmethod
@@ -160,12 +172,8 @@ class LicensePolicy(Strict):
         description="extra or overriding entries of the license table, e.g. LicenseRef-x: permissive",
     )
 
-    @model_validator(mode="after")
-    def _disjoint(self) -> LicensePolicy:
-        both = sorted(set(self.allow) & set(self.quarantine))
-        if both:
-            raise ValueError(f"a class cannot be both allowed and quarantined: {', '.join(both)}")
-        return self
+    def conflicts(self) -> list[str]:
+        return sorted(set(self.allow) & set(self.quarantine))
 
 
 class ConsentPolicy(Strict):
@@ -216,7 +224,8 @@ class PolicyConfig(Strict):
     sources: dict[str, PolicyOverride] = Field({}, description="per-source overrides, by name")
 
     def for_source(self, name: str) -> PolicyConfig:
-        """The policy that applies to one source: its override's keys over the run-wide ones."""
+        """The policy that applies to one source: its override's keys over the run-wide ones
+        (license table entries are added to the run-wide table)."""
         override = self.sources.get(name)
         if override is None:
             return self
@@ -224,9 +233,25 @@ class PolicyConfig(Strict):
         for section in override.model_fields_set:
             given = getattr(override, section)
             if given is not None:
+                base = getattr(self, section)
                 changed = given.model_dump(exclude_unset=True)
-                update[section] = getattr(self, section).model_copy(update=changed)
+                if section == "licenses" and "classes" in changed:
+                    changed["classes"] = {**base.classes, **changed["classes"]}
+                update[section] = base.model_copy(update=changed)
         return self.model_copy(update=update)
+
+    @model_validator(mode="after")
+    def _no_class_both_allowed_and_quarantined(self) -> PolicyConfig:
+        for name in [None, *self.sources]:
+            policy = self if name is None else self.for_source(name)
+            both = policy.licenses.conflicts()
+            if both:
+                where = "" if name is None else f" (for source {name}, after its override)"
+                raise ValueError(
+                    f"a license class cannot be both allowed and quarantined{where}: "
+                    f"{', '.join(both)}; list each class in one of allow and quarantine"
+                )
+        return self
 
 
 class RunnerConfig(Strict):

@@ -14,7 +14,7 @@ Classes, from least to most restrictive:
 
 A run config's `policy.licenses.classes` adds to or overrides the table. SPDX expressions:
 `A OR B` takes the least restrictive choice (the licensee may pick), `A AND B` the most
-restrictive part, `A WITH exception` the class of A; AND binds tighter than OR. `-only`,
+restrictive part, `A WITH exception` the class of A; AND binds tighter than OR; parentheses group. `-only`,
 `-or-later` and `+` variants share their base id's class. Lookups ignore case.
 """
 
@@ -74,21 +74,89 @@ _VARIANT = re.compile(r"(-only|-or-later|\+)$", re.IGNORECASE)
 
 
 def license_class(expression: str | None, extra: Mapping[str, str] | None = None) -> str:
-    """The class of an SPDX expression or `LicenseRef-…`; `unknown` when none is found."""
+    """The class of an SPDX expression or `LicenseRef-…`; `unknown` when none is found or the
+    expression does not parse."""
     if not expression or not expression.strip():
         return "unknown"
     table = {**DEFAULT_TABLE, **{key.lower(): value for key, value in (extra or {}).items()}}
-    choices = []
-    for alternative in re.split(r"\s+OR\s+", expression.strip()):
-        parts = [_single_class(part, table) for part in re.split(r"\s+AND\s+", alternative)]
-        choices.append(most_restrictive(parts))
-    return min(choices, key=RANK.__getitem__)
+    try:
+        return _Parser(expression, table).parse()
+    except ValueError:
+        return "unknown"
 
 
-def _single_class(license_id: str, table: Mapping[str, str]) -> str:
-    base = re.split(r"\s+WITH\s+", license_id.strip())[0].lower()
-    return table.get(base) or table.get(_VARIANT.sub("", base)) or "unknown"
+def check_expression(expression: str) -> None:
+    """Raise ValueError naming the problem if `expression` is not a valid SPDX expression."""
+    _Parser(expression, DEFAULT_TABLE).parse()
 
 
 def most_restrictive(classes: list[str]) -> str:
     return max(classes, key=RANK.__getitem__)
+
+
+_TOKEN = re.compile(r"\s*(\(|\)|[A-Za-z0-9.+:-]+)")
+_ID = re.compile(r"^(LicenseRef-[A-Za-z0-9.-]+|[A-Za-z0-9.+-]+)$")
+
+
+class _Parser:
+    """`or := and (OR and)*`, `and := term (AND term)*`, `term := ( or ) | id [WITH id]`."""
+
+    def __init__(self, expression: str, table: Mapping[str, str]):
+        self.tokens, self.table, self.at = self._tokenize(expression), table, 0
+
+    @staticmethod
+    def _tokenize(expression: str) -> list[str]:
+        tokens, position = [], 0
+        while position < len(expression.rstrip()):
+            match = _TOKEN.match(expression, position)
+            if match is None:
+                raise ValueError(f"unexpected {expression[position:].strip()[:10]!r}")
+            tokens.append(match.group(1))
+            position = match.end()
+        return tokens
+
+    def parse(self) -> str:
+        result = self._or()
+        if self.at != len(self.tokens):
+            raise ValueError(f"unexpected {self.tokens[self.at]!r}")
+        return result
+
+    def _next(self) -> str | None:
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def _take(self) -> str:
+        token = self._next()
+        if token is None:
+            raise ValueError("the expression ends too early")
+        self.at += 1
+        return token
+
+    def _or(self) -> str:
+        choices = [self._and()]
+        while self._next() == "OR":  # the licensee may pick the lighter terms
+            self.at += 1
+            choices.append(self._and())
+        return min(choices, key=RANK.__getitem__)
+
+    def _and(self) -> str:
+        parts = [self._term()]
+        while self._next() == "AND":  # all terms apply
+            self.at += 1
+            parts.append(self._term())
+        return most_restrictive(parts)
+
+    def _term(self) -> str:
+        token = self._take()
+        if token == "(":
+            inner = self._or()
+            if self._next() != ")":
+                raise ValueError("a '(' is not closed")
+            self.at += 1
+            return inner
+        if token in ("AND", "OR", "WITH", ")") or not _ID.match(token):
+            raise ValueError(f"expected a license id, found {token!r}")
+        if self._next() == "WITH":  # an exception adds permissions: the base license counts
+            self.at += 1
+            self._take()
+        base = token.lower()
+        return self.table.get(base) or self.table.get(_VARIANT.sub("", base)) or "unknown"

@@ -70,7 +70,10 @@ def test_missing_required_fields_and_bad_licenses_are_named(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_run_config(write(tmp_path / "c.yaml", {"name": "x", "sources": [source]}))
     assert "sources[0] (sms).owner: Field required" in str(error.value)
-    assert "sources[0] (sms).license: String should match pattern" in str(error.value)
+    assert (
+        "sources[0] (sms).license: Value error, not an SPDX license expression "
+        "(unexpected '!')" in str(error.value)
+    )
 
 
 def test_duplicate_source_names_and_missing_files(tmp_path):
@@ -145,6 +148,20 @@ def test_policy_overrides_merge_per_key_over_the_run_wide_policy(tmp_path):
     assert cfg.policy.for_source("other").personal_data.phone == "redact"
 
 
+def test_an_override_adds_to_the_license_table(tmp_path):
+    policy = {
+        "licenses": {"classes": {"LicenseRef-a": "permissive"}},
+        "sources": {"sms": {"licenses": {"classes": {"LicenseRef-b": "proprietary"}}}},
+    }
+    cfg = load_run_config(
+        write(tmp_path / "c.yaml", {"name": "x", "sources": [SMS_SOURCE], "policy": policy})
+    )
+    assert cfg.policy.for_source("sms").licenses.classes == {
+        "LicenseRef-a": "permissive",
+        "LicenseRef-b": "proprietary",
+    }
+
+
 @pytest.mark.parametrize(
     ("policy", "message"),
     [
@@ -152,6 +169,10 @@ def test_policy_overrides_merge_per_key_over_the_run_wide_policy(tmp_path):
         (
             {"licenses": {"allow": ["unknown"], "quarantine": ["unknown"]}},
             r"both allowed and quarantined: unknown",
+        ),
+        (
+            {"sources": {"sms": {"licenses": {"allow": ["unknown"]}}}},
+            r"policy: .*both allowed and quarantined \(for source sms, after its override\): unknown",
         ),
         (
             {"licenses": {"allow": ["free"]}},

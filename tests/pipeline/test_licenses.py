@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from pipeline.licenses import DEFAULT_TABLE, LICENSE_CLASSES, license_class, most_restrictive
+from pipeline.licenses import (
+    DEFAULT_TABLE,
+    LICENSE_CLASSES,
+    check_expression,
+    license_class,
+    most_restrictive,
+)
 
 
 @pytest.mark.parametrize(
@@ -42,10 +50,29 @@ def test_single_ids_map_to_their_class(expression, expected):
         ("CC-BY-NC-4.0 OR MIT AND CC-BY-SA-4.0", "share-alike"),  # AND binds tighter
         ("MIT OR LicenseRef-unheard-of", "permissive"),
         ("MIT AND LicenseRef-unheard-of", "unknown"),
+        ("(MIT OR GPL-3.0) AND CC-BY-NC-4.0", "non-commercial"),
+        ("CC-BY-NC-4.0 AND (MIT OR GPL-3.0)", "non-commercial"),
+        ("(CC-BY-NC-4.0 OR MIT) AND CC-BY-4.0", "attribution"),
+        ("(MIT OR", "unknown"),  # does not parse
     ],
 )
 def test_expressions(expression, expected):
     assert license_class(expression) == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ("MIT OR", "ends too early"),
+        ("(MIT OR GPL-3.0", "'(' is not closed"),
+        ("MIT GPL-3.0", "unexpected 'GPL-3.0'"),
+        ("AND MIT", "expected a license id, found 'AND'"),
+        ("MIT; rm -rf", "unexpected ';"),
+    ],
+)
+def test_malformed_expressions_are_explained(expression, problem):
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        check_expression(expression)
 
 
 def test_extra_entries_add_and_override():
