@@ -112,7 +112,27 @@ def test_terms_the_stricter_of_source_and_record_wins(tmp_path):
     # the published license is the stricter one: the source's CC-BY-4.0 over the record's MIT
     assert set(kept["license"]) == {"CC-BY-4.0"}
     evidence = json.loads(events.filter(pl.col("reason") == "license_not_allowed")["evidence"][0])
-    assert evidence["detail"]["class"] == "non-commercial"
+    assert evidence["detail"]["licenses"] in (
+        {"CC-BY-NC-4.0": "non-commercial"},  # the record's license, in the open source
+        {"CC-BY-NC-4.0": "non-commercial", "MIT": "permissive"} | {"MIT": "permissive"},
+    )
+
+
+def test_both_the_source_and_the_record_license_must_pass(tmp_path):
+    rows = {
+        "gpl": [row(1, "a non-commercial record in a copyleft source", license="CC-BY-NC-4.0")],
+        "mit": [row(2, "an Apache record in an MIT source", license="Apache-2.0")],
+    }
+    sources = {"gpl": source("gpl", license="GPL-3.0-only"), "mit": source("mit", license="MIT")}
+    policy = {"licenses": {"allow": ["permissive", "non-commercial"], "quarantine": []}}
+    kept, events, _ = run_govern(tmp_path, rows, policy=policy, sources=sources)
+    assert ids_by_text(kept, events, tmp_path) == {
+        "gpl.jsonl:1": ("dropped", "license_not_allowed"),  # GPL is not allowed, NC is
+        "mit.jsonl:1": ("kept", ""),
+    }
+    assert kept["license"].to_list() == ["Apache-2.0"]  # a tie: the record's is more specific
+    evidence = json.loads(events["evidence"][0])["detail"]
+    assert evidence["licenses"] == {"GPL-3.0-only": "share-alike"}
 
 
 def test_policy_lists_and_per_source_overrides(tmp_path):
@@ -197,10 +217,44 @@ def test_personal_data_is_redacted_in_place_or_quarantined_by_type(tmp_path):
     assert edits.height == 2 and not edits["terminal"].any()
     assert json.loads(edits.filter(pl.col("evidence").str.contains("email"))["evidence"][0])[
         "findings"
-    ] == [
-        {"type": "email", "field": "text", "offset": 9, "length": 20}
-    ]
+    ] == [{"type": "email", "field": "text", "offset": 9, "length": 20}]
     assert result.stats["redacted_records"] == 2
+
+
+def test_every_published_field_is_scanned(tmp_path):
+    rows = {
+        "open": [
+            row(1, "plain text", note="reach me at ana@example.org"),
+            row(2, "plain text two", note=f"card {card_number()}"),
+            row(3, "plain text three", user=f"svc:{github_token()}"),
+            {"id": "r4", "text": "first of a group", "user": "Jo <jo@example.org>"},
+            {"id": "r5", "text": "second of a group", "user": "Jo <jo@example.org>"},
+        ]
+    }
+    kept, events, result = run_govern(tmp_path, rows)
+    assert ids_by_text(kept, events, tmp_path) == {
+        "open.jsonl:1": ("kept", ""),
+        "open.jsonl:2": ("quarantined", "personal_data"),
+        "open.jsonl:3": ("quarantined", "secret_detected"),
+        "open.jsonl:4": ("kept", ""),
+        "open.jsonl:5": ("kept", ""),
+    }
+    by_id = {r["text"]: r for r in kept.iter_rows(named=True)}
+    assert json.loads(by_id["plain text"]["metadata"]) == {"note": "reach me at <EMAIL>"}
+    # the group key keeps one pseudonym per address: the group stays one group
+    first, second = by_id["first of a group"]["group"], by_id["second of a group"]["group"]
+    assert first == second and first.startswith("Jo <<EMAIL:") and "jo@example.org" not in first
+    assert (
+        by_id["first of a group"]["content_hash"]
+        == by_id["first of a group"]["source_content_hash"]
+    )
+    fields = {
+        json.loads(e)["findings"][0]["field"]
+        for e in events.filter(pl.col("action") == "edited")["evidence"]
+    }
+    assert fields == {"metadata", "group"}
+    secret = json.loads(events.filter(pl.col("reason") == "secret_detected")["evidence"][0])
+    assert secret["detail"]["findings"][0]["field"] == "group"
 
 
 def test_approvals_lift_quarantine_only_for_the_same_content(tmp_path):

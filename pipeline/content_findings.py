@@ -1,0 +1,164 @@
+"""Secrets and personal data in the governance stage: what the detectors find in each record's
+published fields, what the policy does with each finding, and the redactions it asks for.
+
+Every string field a person wrote is scanned: text, metadata, group and label. Personal data
+the policy redacts is replaced in place (`<EMAIL>`, `<PHONE>`, …); in the group key it becomes
+a stable pseudonym (`<EMAIL:3f9a…>`), so the records of one group stay one group for the split.
+Pseudonyms are unkeyed hashes: they keep addresses out of sight, they do not stop someone who
+already has a list of candidate addresses from testing them.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import xxhash
+
+from pipeline.config import PolicyConfig
+from pipeline.identity import xxh3_128_hex
+from pipeline.personal_data import find_personal_data, redact_personal_data
+from pipeline.secrets import SECRET_TYPES, find_secrets
+
+SCANNED_FIELDS = ("text", "metadata", "group", "label")
+MAX_EVIDENCE_FINDINGS = 20
+FINDING_SCHEMA = {
+    "record_id": pl.String,
+    "source": pl.String,
+    "field": pl.String,
+    "type": pl.String,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "lead": pl.String,  # secrets only: at most 4 leading characters
+    "action": pl.String,  # what the record's source policy does with this type
+}
+EDIT_SCHEMA = {
+    "record_id": pl.String,
+    **{f"_{field}": pl.String for field in SCANNED_FIELDS},
+    "_hash": pl.String,  # of the edited text
+    "evidence": pl.String,
+}
+
+EDITED_COLUMNS = [name for name in EDIT_SCHEMA if name.startswith("_")]
+
+
+def secret_findings(records: pl.DataFrame, cfg: PolicyConfig) -> pl.DataFrame:
+    return _findings(records, find_secrets, cfg)
+
+
+def personal_findings(records: pl.DataFrame, cfg: PolicyConfig) -> pl.DataFrame:
+    return _findings(records, find_personal_data, cfg)
+
+
+def _findings(records: pl.DataFrame, detect, cfg: PolicyConfig) -> pl.DataFrame:
+    ids = records.select("record_id", "source").with_row_index("index")
+    parts = []
+    for field in SCANNED_FIELDS:
+        found = detect(records[field])
+        if found.height:
+            parts.append(
+                found.join(ids, on="index").select(
+                    "record_id",
+                    "source",
+                    pl.lit(field).alias("field"),
+                    "type",
+                    "start",
+                    "end",
+                    pl.col("lead") if "lead" in found.columns else pl.lit(None).alias("lead"),
+                )
+            )
+    if not parts:
+        return pl.DataFrame(schema=FINDING_SCHEMA)
+    found = pl.concat([part.cast({k: FINDING_SCHEMA[k] for k in part.columns}) for part in parts])
+    return found.join(_actions(records, cfg), on=["source", "type"]).select(list(FINDING_SCHEMA))
+
+
+def _actions(records: pl.DataFrame, cfg: PolicyConfig) -> pl.DataFrame:
+    """(source, type, action): what each source's policy does with each finding type."""
+    rows = []
+    for source in records["source"].unique().sort():
+        policy = cfg.for_source(source)
+        rows += [(source, kind, policy.secrets.action) for kind in SECRET_TYPES]
+        rows += list((source, *item) for item in policy.personal_data.model_dump().items())
+    return pl.DataFrame(rows, schema=["source", "type", "action"], orient="row")
+
+
+def blocking(findings: pl.DataFrame) -> pl.DataFrame:
+    """Per record whose findings the policy drops or quarantines: (record_id, action,
+    evidence), the action `drop` when any of its findings is dropped."""
+    chosen = findings.filter(pl.col("action").is_in(["drop", "quarantine"]))
+    strictest = chosen.group_by("record_id").agg(
+        pl.when((pl.col("action") == "drop").any())
+        .then(pl.lit("drop"))
+        .otherwise(pl.lit("quarantine"))
+        .alias("action")
+    )
+    return evidence_per_record(chosen).join(strictest, on="record_id")
+
+
+def evidence_per_record(findings: pl.DataFrame) -> pl.DataFrame:
+    """(record_id, evidence): the types found and up to MAX_EVIDENCE_FINDINGS findings as
+    type, field, offset, length (and lead for secrets) — never the value."""
+    columns = [
+        pl.col("type"),
+        pl.col("field"),
+        pl.col("start").alias("offset"),
+        (pl.col("end") - pl.col("start")).alias("length"),
+    ]
+    if findings["lead"].is_not_null().any():
+        columns.append(pl.col("lead"))
+    return (
+        findings.sort("record_id", "field", "start")
+        .group_by("record_id", maintain_order=True)
+        .agg(
+            pl.col("type").unique().sort().alias("types"),
+            pl.len().alias("total"),
+            pl.struct(columns).head(MAX_EVIDENCE_FINDINGS).alias("findings"),
+        )
+        .select(
+            "record_id",
+            pl.struct("types", "total", "findings").struct.json_encode().alias("evidence"),
+        )
+    )
+
+
+def redactions(findings: pl.DataFrame, kept_ids: pl.DataFrame, records: pl.DataFrame):
+    """New field values (null: unchanged) for kept records with personal data to redact."""
+    to_redact = findings.filter(pl.col("action") == "redact").join(
+        kept_ids, on="record_id", how="semi"
+    )
+    if to_redact.height == 0:
+        return pl.DataFrame(schema=EDIT_SCHEMA)
+    edits = evidence_per_record(to_redact)
+    for field in SCANNED_FIELDS:
+        spans = (
+            to_redact.filter(pl.col("field") == field)
+            .group_by("record_id")
+            .agg(pl.struct("type", "start", "end").alias("spans"))
+        )
+        rows = records.select("record_id", field).join(spans, on="record_id")
+        rewrite = pseudonymize if field == "group" else redact_personal_data
+        edited = [  # only the records that hold data to redact
+            rewrite(value, found)
+            for value, found in zip(rows[field], rows["spans"].to_list(), strict=True)
+        ]
+        edits = edits.join(
+            rows.select("record_id", pl.Series(f"_{field}", edited, dtype=pl.String)),
+            on="record_id",
+            how="left",
+        )
+    edits = edits.with_columns(xxh3_128_hex(edits["_text"]).alias("_hash"))
+    return edits.select(list(EDIT_SCHEMA))
+
+
+def pseudonymize(value: str, findings: list[dict]) -> str:
+    """Replace each span with `<TYPE:hash>`: the same address always gives the same pseudonym."""
+    for finding in sorted(findings, key=lambda f: f["start"], reverse=True):
+        start, end = finding["start"], finding["end"]
+        digest = xxhash.xxh3_64_hexdigest(value[start:end].encode())[:12]
+        value = f"{value[:start]}<{finding['type'].upper()}:{digest}>{value[end:]}"
+    return value
+
+
+def pseudonymized_group(group: str) -> str:
+    """A group key as the governance stage publishes it when its personal data is redacted."""
+    found = find_personal_data(pl.Series([group], dtype=pl.String))
+    return pseudonymize(group, found.to_dicts()) if found.height else group
