@@ -163,6 +163,13 @@ class Catalog:
         # once must not both move folders (the second finds the version, drops its copy)
         with _file_lock(self.workdir / "datasets" / staged.manifest["name"] / ".commit.lock"):
             existing = self._find(staged.dataset_hash)
+            if existing is not None and existing.status == "withdrawn":
+                shutil.rmtree(staged.path)
+                raise DataError(
+                    f"this run rebuilt version {existing.dataset_hash[:16]}, which was withdrawn "
+                    f"({existing.status_reason}); it is not published again. Change what goes "
+                    "into it (a deletion request with `thresher forget`, the sources or the config)"
+                )
             if existing is not None:
                 shutil.rmtree(staged.path)
                 return existing, False

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
-from sqlalchemy import insert, select
+import xxhash
+from sqlalchemy import insert, select, update
 
 from data_catalog import tables
 from data_catalog.catalog import Catalog, VersionRecord, now
+from pipeline.content_findings import pseudonymized_group
 from pipeline.errors import DataError
 from pipeline.stage import DELETION_KINDS
 
@@ -41,7 +43,24 @@ def record_request(
                 kind=kind, value=value, reason=reason, requested_by=requested_by, created_at=now()
             )
         )
-        return result.inserted_primary_key[0]
+        request_id = result.inserted_primary_key[0]
+        _erase_review_items(connection, kind, value, request_id)
+        return request_id
+
+
+def _erase_review_items(connection, kind: str, value: str, request_id: int) -> None:
+    """Blank the text and metadata of queued records the request names; the items, their
+    status and their decisions stay as the audit trail."""
+    items = tables.review_items
+    match = {
+        "source": items.c.source == value,
+        "group": items.c.group_hash == xxhash.xxh3_128_hexdigest(value.encode()),
+        "record_id": items.c.record_id == value,
+        "content_hash": items.c.source_content_hash == value,
+    }[kind]
+    connection.execute(
+        update(items).where(match).values(text=None, metadata=None, erased_by_request=request_id)
+    )
 
 
 def requests(catalog: Catalog) -> list[dict[str, Any]]:
@@ -84,6 +103,8 @@ def _matches(catalog: Catalog, version: VersionRecord, kind: str, value: str) ->
         frame = pl.scan_parquet(shards)
         if kind == "content_hash":
             match = (pl.col("source_content_hash") == value) | (pl.col("content_hash") == value)
+        elif kind == "group":  # published as is, or with its personal data pseudonymized
+            match = pl.col("group").is_in([value, pseudonymized_group(value)])
         else:
             match = pl.col(DELETION_KINDS[kind]) == value
         return frame.filter(match).select(pl.len()).collect().item()

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -52,11 +52,9 @@ def enqueue(catalog: Catalog, items: pl.DataFrame, dataset: str, run_id: str) ->
     dialect = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}[
         catalog.engine.dialect.name
     ]
-    count = select(func.count()).select_from(table)
     with catalog.engine.begin() as connection:
-        before = connection.execute(count).scalar()
-        connection.execute(dialect(table).on_conflict_do_nothing(), rows)
-        return connection.execute(count).scalar() - before
+        statement = dialect(table).on_conflict_do_nothing().returning(table.c.id)
+        return len(connection.execute(statement, rows).all())
 
 
 def items(

@@ -93,6 +93,7 @@ review_items = Table(
     Column("source_content_hash", String(32), nullable=False),
     Column("reason", String(64), nullable=False),
     Column("source", String(200), nullable=False, index=True),
+    Column("group_hash", String(32), nullable=True),  # xxh3-128 of the group: erasure by group
     Column("dataset", String(200), nullable=False),
     Column("run_id", String(100), nullable=False),  # the run that queued it
     Column("evidence", Text, nullable=True),  # JSON, redacted
@@ -103,6 +104,8 @@ review_items = Table(
     Column("note", Text, nullable=True),
     Column("decided_at", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # a deletion request blanked text and metadata; the decision trail stays
+    Column("erased_by_request", Integer, nullable=True),
     UniqueConstraint("record_id", "source_content_hash", "reason"),
 )
 

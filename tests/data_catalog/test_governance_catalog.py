@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 import pytest
+import xxhash
 from helpers import stage_version
 
 from data_catalog import deletions, review_queue
@@ -21,6 +23,7 @@ def review_items(n: int, reason: str = "secret_detected") -> pl.DataFrame:
             "record_id": f"r{i}",
             "source": "sms",
             "source_content_hash": f"h{i}",
+            "group_hash": xxhash.xxh3_128_hexdigest(f"user-{i % 2}".encode()),
             "reason": reason,
             "evidence": '{"types":["github_token"]}',
             "text": f"token <SECRET:github_token> number {i}",
@@ -74,9 +77,15 @@ def test_two_reviewers_deciding_at_once_one_wins(tmp_path):
     review_queue.enqueue(catalog, review_items(20), "ds", "run-1")
     ids = [item["id"] for item in review_queue.items(catalog)]
 
+    both_ready = threading.Barrier(2)
+
     def reviewer(name: str, decision: str):
         mine = Catalog.open(tmp_path)  # each reviewer has their own connection
-        return [review_queue.decide(mine, i, decision, name, None) for i in ids]
+        outcomes = []
+        for item_id in ids:
+            both_ready.wait()  # the two decisions on an item start together
+            outcomes.append(review_queue.decide(mine, item_id, decision, name, None))
+        return outcomes
 
     with ThreadPoolExecutor(2) as pool:
         a, b = pool.map(reviewer, ["ana", "bo"], ["approved", "rejected"])
@@ -139,3 +148,21 @@ def test_affected_lists_the_versions_that_held_the_records(tmp_path, sms_spam):
         deletions.record_request(catalog, "email", "x", "why")
     frame = deletions.requests_frame(catalog)
     assert frame["kind"].to_list() == ["record_id", "content_hash", "group", "source"]
+
+
+def test_a_deletion_request_blanks_the_queued_text_and_keeps_the_trail(tmp_path):
+    catalog = Catalog.open(tmp_path)
+    review_queue.enqueue(catalog, review_items(4), "ds", "run-1")
+    first = review_queue.items(catalog)[0]["id"]
+    review_queue.decide(catalog, first, "rejected", "ana", "live key")
+    by_record = deletions.record_request(catalog, "record_id", "r0", "erasure")
+    by_group = deletions.record_request(catalog, "group", "user-1", "erasure")
+    erased = {item["record_id"]: item for item in review_queue.items(catalog)}
+    assert {k: (v["text"], v["erased_by_request"]) for k, v in erased.items()} == {
+        "r0": (None, by_record),
+        "r1": (None, by_group),
+        "r2": ("token <SECRET:github_token> number 2", None),
+        "r3": (None, by_group),
+    }
+    assert erased["r0"]["status"] == "rejected"
+    assert [d["reviewer"] for d in review_queue.history(catalog, first)] == ["ana"]

@@ -22,6 +22,7 @@ def upgrade() -> None:
         sa.Column("source_content_hash", sa.String(32), nullable=False),
         sa.Column("reason", sa.String(64), nullable=False),
         sa.Column("source", sa.String(200), nullable=False, index=True),
+        sa.Column("group_hash", sa.String(32), nullable=True),
         sa.Column("dataset", sa.String(200), nullable=False),
         sa.Column("run_id", sa.String(100), nullable=False),
         sa.Column("evidence", sa.Text, nullable=True),
@@ -32,6 +33,7 @@ def upgrade() -> None:
         sa.Column("note", sa.Text, nullable=True),
         sa.Column("decided_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("erased_by_request", sa.Integer, nullable=True),
         sa.UniqueConstraint("record_id", "source_content_hash", "reason"),
     )
     op.create_table(
