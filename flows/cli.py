@@ -6,8 +6,6 @@ stderr. Exit 0 clean, 1 findings (e.g. a shard that fails verification), 2 error
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +14,25 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.cli_common import (
+    ConfigOption,
+    JsonOption,
+    RefArgument,
+    WorkdirOption,
+    emit,
+    fail,
+    find_version,
+    open_catalog,
+    stderr,
+)
+from flows.governance_cli import (
+    catalog_affected,
+    catalog_purge,
+    catalog_withdraw,
+    forget,
+    review_app,
+)
+from flows.secrets_cli import secrets_app
 from pipeline.errors import ThresherError
 
 app = typer.Typer(
@@ -28,21 +45,6 @@ catalog_app = typer.Typer(help="Published versions in the catalog.", no_args_is_
 app.add_typer(config_app, name="config")
 app.add_typer(catalog_app, name="catalog")
 
-stderr = Console(stderr=True, soft_wrap=True)
-JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object per line on stdout.")]
-WorkdirOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--workdir",
-        "-w",
-        help="Work folder holding catalog.db (default: $THRESHER_WORKDIR or ./work).",
-    ),
-]
-RefArgument = Annotated[str, typer.Argument(help="Dataset hash or a unique prefix.")]
-ConfigOption = Annotated[
-    Path | None, typer.Option("--config", "-c", help="Take the work folder from this run config.")
-]
-
 
 def main() -> None:
     """Console entry point: any error the commands do not explain still exits 2, not 1."""
@@ -53,50 +55,6 @@ def main() -> None:
             f"[bold red]error:[/] unexpected {type(error).__name__}: {error}", highlight=False
         )
         sys.exit(2)
-
-
-def fail(message: str, code: int = 2) -> None:
-    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
-
-
-def checked(call, *args, **kwargs):
-    """Call, turning a ThresherError into its message and exit 2."""
-    try:
-        return call(*args, **kwargs)
-    except ThresherError as error:
-        fail(str(error))
-
-
-def emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, default=str) + "\n")
-
-
-def _workdir(workdir: Path | None, config: Path | None) -> Path:
-    if config is not None:
-        from pipeline.config import load_run_config
-
-        return Path(load_run_config(config).workdir)
-    return workdir or Path(os.environ.get("THRESHER_WORKDIR", "work"))
-
-
-def _catalog(workdir: Path | None, config: Path | None):
-    from data_catalog.catalog import CATALOG_FILE, Catalog
-
-    folder = _workdir(workdir, config)
-    if not (folder / CATALOG_FILE).exists():
-        fail(
-            f"no catalog at {folder / CATALOG_FILE}; pass --workdir or --config, or run `thresher run` first"
-        )
-    return Catalog.open(folder)
-
-
-def _find_version(ref: str, workdir: Path | None, config: Path | None):
-    catalog = _catalog(workdir, config)
-    try:
-        return catalog, catalog.version(ref)
-    except ThresherError as error:
-        fail(str(error))
 
 
 @app.command()
@@ -198,7 +156,7 @@ def catalog_list(
     as_json: JsonOption = False,
 ) -> None:
     """List published versions, newest last."""
-    catalog = _catalog(workdir, config)
+    catalog = open_catalog(workdir, config)
     versions = catalog.versions(name)
     latest = {v.name: catalog.latest(v.name) for v in versions}
     table = Table("name", "dataset hash", "records", "splits", "parent", "created", "status")
@@ -229,7 +187,7 @@ def catalog_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one version: lineage, sources and licenses, shards."""
-    catalog, version = _find_version(ref, workdir, config)
+    catalog, version = find_version(ref, workdir, config)
     shards, sources = catalog.shards(version.dataset_hash), catalog.sources(version.dataset_hash)
     if as_json:
         emit(
@@ -289,7 +247,7 @@ def catalog_verify(
     each shard (or manifest) that does not match."""
     from pipeline.reader import read_manifest, verify_shards
 
-    catalog, version = _find_version(ref, workdir, config)
+    catalog, version = find_version(ref, workdir, config)
     if version.purged_at is not None:
         fail(f"version {version.dataset_hash[:16]} was withdrawn and its shards purged", code=1)
     path = catalog.version_path(version)
@@ -316,10 +274,10 @@ def catalog_verify(
     stderr.print(f"{summary}, all match")
 
 
-# Capabilities register their own sub-apps; their modules use the helpers above.
-from flows.governance_cli import forget, review_app  # noqa: E402
-from flows.secrets_cli import secrets_app  # noqa: E402
-
+# Each capability brings its own sub-app and commands.
 app.add_typer(review_app, name="review")
-app.command()(forget)
 app.add_typer(secrets_app, name="secrets")
+app.command()(forget)
+catalog_app.command("affected")(catalog_affected)
+catalog_app.command("withdraw")(catalog_withdraw)
+catalog_app.command("purge")(catalog_purge)

@@ -10,8 +10,10 @@ whether it succeeded or not.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +38,7 @@ from pipeline.split import split
 from pipeline.stage import RunContext
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
+OWNER_FILE = "owner.json"  # host and pid of the process running it, while it runs
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,34 @@ class RunPlan:
         )
 
 
+def sweep_interrupted_runs(workdir: Path, catalog: Catalog) -> None:
+    """A run killed before its clean-up (SIGKILL, power loss) leaves files holding record
+    text: delete them, and mark the run failed, once its process is gone."""
+    running = {run["run_id"] for run in catalog.runs() if run["status"] == "running"}
+    for run_dir in sorted((workdir / "runs").glob("*")):
+        owner = run_dir / OWNER_FILE
+        if not owner.exists() or _alive(json.loads(owner.read_text())):
+            continue
+        shutil.rmtree(run_dir / "stages", ignore_errors=True)
+        for staging in (workdir / "datasets").glob(f"*/.staging-{run_dir.name}"):
+            shutil.rmtree(staging, ignore_errors=True)
+        owner.unlink()
+        if run_dir.name in running:
+            catalog.finish_run(run_dir.name, "failed", error="interrupted: its process ended")
+
+
+def _alive(owner: dict[str, Any]) -> bool:
+    if owner["host"] != socket.gethostname():
+        return True  # another machine's run: not ours to judge
+    try:
+        os.kill(owner["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def code_version() -> str:
     """Package version, plus the git commit when running from a checkout."""
     version = metadata.version("thresher")
@@ -115,9 +146,13 @@ def code_version() -> str:
 
 
 def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
+    sweep_interrupted_runs(Path(cfg.workdir), catalog)
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
     run_dir = Path(cfg.workdir) / "runs" / run_id
     run_dir.mkdir(parents=True)
+    (run_dir / OWNER_FILE).write_text(
+        json.dumps({"host": socket.gethostname(), "pid": os.getpid()})
+    )
     parent = catalog.latest(cfg.name)
     if parent is not None:  # its splits decide ours: re-hash its shards once, trust nothing
         read_version(catalog.version_path(parent), verify=True)
@@ -284,6 +319,7 @@ def curate(config_path: str) -> dict[str, Any]:
         shutil.rmtree(_staging_dir(plan), ignore_errors=True)
         if plan.ledger_dir.exists():  # a failed run keeps the events it got to, for diagnosis
             ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet")
+        (plan.run_dir / OWNER_FILE).unlink(missing_ok=True)
     counts = {key: summary[key] for key in ("records_in", "published", "dropped", "quarantined")}
     catalog.finish_run(
         plan.run_id,

@@ -1,6 +1,6 @@
 """Commands of the governance capability: the reviewer queue (`thresher review …`), deletion
 requests (`thresher forget`), and withdrawn versions (`thresher catalog affected | withdraw
-| purge`). Registered on the main app by flows.cli."""
+| purge`). flows.cli registers them."""
 
 from __future__ import annotations
 
@@ -11,17 +11,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from flows.cli import (
+from flows.cli_common import (
     ConfigOption,
     JsonOption,
     RefArgument,
     WorkdirOption,
-    _catalog,
-    _find_version,
-    catalog_app,
     checked,
     emit,
     fail,
+    find_version,
+    open_catalog,
     stderr,
 )
 from pipeline.errors import ThresherError
@@ -51,7 +50,7 @@ def review_list(
     if status is not None and status not in review_queue.STATUSES:
         fail(f"--status must be one of {', '.join(review_queue.STATUSES)}, not {status!r}")
     found = review_queue.items(
-        _catalog(workdir, config), status=status, reason=reason, source=source
+        open_catalog(workdir, config), status=status, reason=reason, source=source
     )
     table = Table("id", "status", "reason", "source", "record", "queued", "reviewer")
     for entry in found:
@@ -81,7 +80,7 @@ def review_show(
     """Show one item: its record (secrets masked), the evidence, and its decision history."""
     from data_catalog import review_queue
 
-    catalog = _catalog(workdir, config)
+    catalog = open_catalog(workdir, config)
     entry = checked(review_queue.item, catalog, item_id)
     history = review_queue.history(catalog, item_id)
     if as_json:
@@ -107,7 +106,11 @@ def review_show(
 def _decide(decision: str, ids: list[int], reviewer: str, note: str, workdir, config) -> None:
     from data_catalog import review_queue
 
-    catalog = _catalog(workdir, config)
+    if not reviewer.strip():
+        fail("a decision needs the reviewer's name (--reviewer NAME)")
+    catalog = open_catalog(workdir, config)
+    for item_id in ids:  # every id must exist before any item is decided
+        checked(review_queue.item, catalog, item_id)
     conflicts = 0
     for item_id in ids:
         outcome = checked(review_queue.decide, catalog, item_id, decision, reviewer, note)
@@ -179,7 +182,7 @@ def forget(
     if len(named) != 1:
         fail("name exactly one of --source, --group, --record-id, --content-hash")
     ((kind, value),) = named.items()
-    catalog = _catalog(workdir, config)
+    catalog = open_catalog(workdir, config)
     try:
         request_id = deletions.record_request(catalog, kind, value, reason, requested_by)
         affected = deletions.affected(catalog, request_id)
@@ -218,7 +221,6 @@ def _print_affected(affected) -> None:
         )
 
 
-@catalog_app.command("affected")
 def catalog_affected(
     request_id: int,
     workdir: WorkdirOption = None,
@@ -228,7 +230,7 @@ def catalog_affected(
     """List the versions that contained records of a deletion request (exit 1 if any)."""
     from data_catalog import deletions
 
-    catalog = _catalog(workdir, config)
+    catalog = open_catalog(workdir, config)
     affected = checked(deletions.affected, catalog, request_id)
     for hit in affected:
         if as_json:
@@ -245,7 +247,6 @@ def catalog_affected(
         raise typer.Exit(1)
 
 
-@catalog_app.command("withdraw")
 def catalog_withdraw(
     ref: RefArgument,
     reason: Annotated[str, typer.Option("--reason", help="Why (shown wherever it is listed).")],
@@ -253,16 +254,15 @@ def catalog_withdraw(
     config: ConfigOption = None,
 ) -> None:
     """Withdraw a version: it stays listed with the reason; opening or training on it is refused."""
-    catalog, version = _find_version(ref, workdir, config)
+    catalog, version = find_version(ref, workdir, config)
     withdrawn = catalog.withdraw(version.dataset_hash, reason)
     stderr.print(f"withdrew {withdrawn.dataset_hash[:16]} ({withdrawn.status_reason})")
 
 
-@catalog_app.command("purge")
 def catalog_purge(
     ref: RefArgument, workdir: WorkdirOption = None, config: ConfigOption = None
 ) -> None:
     """Delete the shards of a withdrawn version; its manifest and ledger stay as the record."""
-    catalog, version = _find_version(ref, workdir, config)
+    catalog, version = find_version(ref, workdir, config)
     purged = checked(catalog.purge, version.dataset_hash)
     stderr.print(f"purged the shards of {purged.dataset_hash[:16]}; manifest and ledger kept")

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import random
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -68,10 +69,15 @@ def searchable_text(workdir: Path) -> str:
 
 
 async def prefect_logs() -> str:
+    """Every log line the Prefect server holds, page by page."""
     from prefect.client.orchestration import get_client
 
+    lines, offset = [], 0
     async with get_client() as client:
-        return "\n".join(log.message for log in await client.read_logs(limit=200))
+        while page := await client.read_logs(limit=200, offset=offset):
+            lines += [log.message for log in page]
+            offset += len(page)
+    return "\n".join(lines)
 
 
 def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam):
@@ -133,6 +139,25 @@ def test_review_round_trip_and_a_second_nightly_run(tmp_path, sms_spam):
     assert again.exit_code == 1 and f"item {approved} was already approved by ana" in again.stderr
     missing = thresher("review", "approve", approved, "--note", "x", "-w", workdir)
     assert missing.exit_code == 2 and "--reviewer" in missing.stderr
+    some_unknown = thresher(
+        "review",
+        "approve",
+        by_kind["npm_token"],
+        999,
+        "--reviewer",
+        "ana",
+        "--note",
+        "x",
+        "-w",
+        workdir,
+    )
+    assert some_unknown.exit_code == 2 and "no review item 999" in some_unknown.stderr
+    assert (
+        json.loads(
+            thresher("review", "show", by_kind["npm_token"], "-w", workdir, "--json").stdout
+        )["status"]
+        == "pending"
+    )
 
     second = run_json(config)  # nothing changed in the sources
     assert second["review"]["queued_new"] == 0
@@ -254,3 +279,49 @@ def test_a_run_that_fails_midway_removes_its_record_files(tmp_path, sms_spam, mo
     (run_dir,) = (tmp_path / "work" / "runs").iterdir()
     assert (run_dir / "ledger.parquet").exists()  # kept for diagnosis: ids and reasons only
     assert not (run_dir / "stages").exists()
+
+
+def test_a_withdrawn_version_is_not_published_again(tmp_path, sms_spam):
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 100))
+    config = write_project(tmp_path, [SMS_SOURCE])
+    first = run_json(config)
+    withdrawn = thresher(
+        "catalog",
+        "withdraw",
+        first["dataset_hash"][:12],
+        "--reason",
+        "bad labels",
+        "--config",
+        config,
+    )
+    assert withdrawn.exit_code == 0
+    again = thresher("run", "--config", config)
+    assert again.exit_code == 2
+    assert (
+        f"rebuilt version {first['dataset_hash'][:16]}, which was withdrawn (bad labels)"
+        in again.stderr
+    )
+    assert [v.status for v in Catalog.open(tmp_path / "work").versions()] == ["withdrawn"]
+
+
+def test_a_killed_run_leaves_no_record_files_behind(tmp_path, sms_spam):
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 50))
+    config = write_project(tmp_path, [SMS_SOURCE])
+    workdir = tmp_path / "work"
+    catalog = Catalog.open(workdir)
+    catalog.start_run("20260101T000000Z-dead00", "test-set", "0" * 64)
+    killed = workdir / "runs" / "20260101T000000Z-dead00"
+    (killed / "stages" / "ingest").mkdir(parents=True)
+    (killed / "stages" / "ingest" / "part-00000.parquet").write_text("record text")
+    staging = workdir / "datasets" / "test-set" / ".staging-20260101T000000Z-dead00"
+    staging.mkdir(parents=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    (killed / "owner.json").write_text(
+        json.dumps({"host": socket.gethostname(), "pid": int(gone.stdout)})
+    )
+    run_json(config)
+    assert not (killed / "stages").exists() and not staging.exists()
+    (interrupted,) = [r for r in catalog.runs() if r["run_id"] == killed.name]
+    assert interrupted["status"] == "failed" and "interrupted" in interrupted["error"]

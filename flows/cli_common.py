@@ -1,0 +1,77 @@
+"""What every `thresher` sub-command shares: options, output helpers, the catalog lookup.
+
+Conventions: with `--json`, one JSON object per line on stdout; summaries and progress on
+stderr. Exit 0 clean, 1 findings, 2 error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from pipeline.errors import ThresherError
+
+stderr = Console(stderr=True, soft_wrap=True)
+JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object per line on stdout.")]
+WorkdirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--workdir",
+        "-w",
+        help="Work folder holding catalog.db (default: $THRESHER_WORKDIR or ./work).",
+    ),
+]
+RefArgument = Annotated[str, typer.Argument(help="Dataset hash or a unique prefix.")]
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="Take the work folder from this run config.")
+]
+
+
+def fail(message: str, code: int = 2) -> None:
+    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def checked(call, *args, **kwargs):
+    """Call, turning a ThresherError into its message and exit 2."""
+    try:
+        return call(*args, **kwargs)
+    except ThresherError as error:
+        fail(str(error))
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, default=str) + "\n")
+
+
+def workdir_of(workdir: Path | None, config: Path | None) -> Path:
+    if config is not None:
+        from pipeline.config import load_run_config
+
+        return Path(load_run_config(config).workdir)
+    return workdir or Path(os.environ.get("THRESHER_WORKDIR", "work"))
+
+
+def open_catalog(workdir: Path | None, config: Path | None):
+    from data_catalog.catalog import CATALOG_FILE, Catalog
+
+    folder = workdir_of(workdir, config)
+    if not (folder / CATALOG_FILE).exists():
+        fail(
+            f"no catalog at {folder / CATALOG_FILE}; pass --workdir or --config, or run `thresher run` first"
+        )
+    return Catalog.open(folder)
+
+
+def find_version(ref: str, workdir: Path | None, config: Path | None):
+    catalog = open_catalog(workdir, config)
+    try:
+        return catalog, catalog.version(ref)
+    except ThresherError as error:
+        fail(str(error))
