@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import string
 
 import polars as pl
 
@@ -73,11 +74,14 @@ def iban_valid(iban: str) -> bool:
     return int("".join(str(int(char, 36)) for char in rearranged)) % 97 == 1
 
 
+_NOT_DIGIT = re.compile(r"[^0-9]")
+
+
 def _card(match: re.Match[str]) -> bool:
     number = match.group()
-    if len(set(re.findall(r"[ \-]", number))) > 1:
+    if " " in number and "-" in number:
         return False  # mixed separators: more likely a list of numbers than a card
-    digits = re.sub(r"[ \-]", "", number)
+    digits = number.replace(" ", "").replace("-", "")
     scheme_fits = any(
         digits.startswith(prefixes) and len(digits) in lengths
         for prefixes, lengths in _CARD_SCHEMES
@@ -106,7 +110,7 @@ def _ipv6(match: re.Match[str]) -> bool:
 
 
 def _phone(match: re.Match[str]) -> bool:
-    digits = re.sub(r"[^0-9]", "", match.group())
+    digits = _NOT_DIGIT.sub("", match.group())
     if match.group().startswith("+"):
         return 8 <= len(digits) <= 15
     return 10 <= len(digits) <= 12
@@ -115,29 +119,38 @@ def _phone(match: re.Match[str]) -> bool:
 _HEX = "[0-9A-Fa-f]{1,4}"
 _NOT_IN_NUMBER = r"(?<![0-9A-Za-z.,+\-/:_])"  # North American numbers; national ones allow -/:
 _NOT_BEFORE_DIGITS = r"(?![0-9]|[.,\-/:][0-9])"
+_EMAIL_LOCAL = string.ascii_letters + string.digits + "._%+-"  # the characters
 
+# A pattern whose first character is a class or a literal lets Python `re` jump from one
+# occurrence of that character to the next; a lookbehind in front of it makes `re` try every
+# position. So `(?<!C)X` is written `X(?<!CX)` (the same test, once X is consumed) where X is
+# one character. E-mail addresses, whose first character is any letter, are searched from
+# their `@` instead (`pivot`).
 RULES: tuple[Rule, ...] = (
     Rule("email",
          r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}@"
          r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62}[A-Za-z0-9])?"
-         r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62}[A-Za-z0-9])?)*\.[A-Za-z]{2,24}(?![A-Za-z0-9\-])"),
+         r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62}[A-Za-z0-9])?)*\.[A-Za-z]{2,24}(?![A-Za-z0-9\-])",
+         pivot="@", pivot_run=_EMAIL_LOCAL, pivot_reach=64),
     Rule("credit_card",
-         r"(?<![0-9A-Za-z.,_\-])[2-6][0-9]{3}(?:[ \-]?[0-9]){8,15}" + _NOT_BEFORE_DIGITS, _card),
+         r"[2-6](?<![0-9A-Za-z.,_\-][2-6])[0-9]{3}(?:[ \-]?[0-9]){8,15}" + _NOT_BEFORE_DIGITS,
+         _card),
     Rule("iban",
-         r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}"
+         r"[A-Z](?<![A-Za-z0-9][A-Z])[A-Z][0-9]{2}"
          r"(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,3})?)"
          r"(?![A-Za-z0-9])", _iban),
     Rule("ip_address",
-         r"(?<![0-9A-Za-z.:])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9A-Za-z]|\.[0-9])", _ipv4),
+         r"[0-9](?<![0-9A-Za-z.:][0-9])[0-9]{0,2}\.(?:[0-9]{1,3}\.){2}[0-9]{1,3}"
+         r"(?![0-9A-Za-z]|\.[0-9])", _ipv4),
     Rule("ip_address",
          r"(?<![0-9A-Za-z:])(?:(?:" + _HEX + ":){7}" + _HEX
          + r"|(?:" + _HEX + "(?::" + _HEX + "){0,6})?::(?:" + _HEX + "(?::" + _HEX + "){0,6})?)"
          r"(?![0-9A-Za-z:])", _ipv6),
     Rule("phone",
-         r"(?<![0-9A-Za-z+])\+[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,5}\)?){2,6}"
+         r"\+(?<![0-9A-Za-z+]\+)[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,5}\)?){2,6}"
          + _NOT_BEFORE_DIGITS, _phone),
     Rule("phone",
-         r"(?<![0-9A-Za-z.,+_])(?:\(0[1-9][0-9]{1,3}\) ?|0[1-9][0-9]{1,3}[ \-]?)"
+         r"(?:\((?<![0-9A-Za-z.,+_]\()0[1-9][0-9]{1,3}\) ?|0(?<![0-9A-Za-z.,+_]0)[1-9][0-9]{1,3}[ \-]?)"
          r"[0-9]{3,4}[ \-]?[0-9]{3,5}"
          + _NOT_BEFORE_DIGITS, _phone),
     Rule("phone",

@@ -1,5 +1,6 @@
 """Secret and credential detector: provider tokens in their documented formats, private keys,
-JWTs, passwords in connection URLs, and high-entropy values assigned to secret-like names.
+JWTs, passwords in connection URLs (also with an empty user: `redis://:pw@host`), and
+high-entropy values assigned to secret-like names.
 
 One polars pass selects the rows that may hold a secret; only those go through Python `re`
 for exact offsets and the checks that keep look-alikes out: placeholders and environment
@@ -92,6 +93,8 @@ def _random_bare_secret(match: re.Match[str]) -> bool:
 
 
 def _url_password(match: re.Match[str]) -> bool:
+    """The user part may be empty (`redis://:password@host`); the password may not be the
+    user name, a default or a placeholder."""
     password = match.group("v")
     return password != match.group("user") and not is_placeholder(password)
 
@@ -191,7 +194,7 @@ RULES: tuple[Rule, ...] = (
          _B + r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}" + _E,
          _discord_user_id),
     Rule("connection_string_password",
-         r"\b" + _DB_SCHEMES + r"://(?P<user>[A-Za-z0-9._%+\-]{1,64}):"
+         r"\b" + _DB_SCHEMES + r"://(?P<user>[A-Za-z0-9._%+\-]{0,64}):"
          r"(?P<v>[A-Za-z0-9._~%!$&'()*+,;=\-]{1,128})@[A-Za-z0-9.\-\[\]]", _url_password),
     Rule("generic_secret_assignment",
          _SECRET_NAME + _ASSIGN + r"""(?:"(?P<v>""" + _QUOTED_VALUE + r')")',
@@ -210,8 +213,10 @@ _SCANNER = SpanScanner(RULES)
 
 def find_secrets(texts: pl.Series) -> pl.DataFrame:
     """One row per secret: index (UInt32, position in `texts`), type, start, end (character
-    offsets, end exclusive), lead (at most the first 4 characters of the secret); sorted by
-    index, start. Nulls have no findings; one finding per span, the most specific type."""
+    offsets, end exclusive), lead (the first characters of the secret: at most 4 and at most
+    a quarter of its length; none of a secret of 4 characters or fewer); sorted by index,
+    start.
+    Nulls have no findings; one finding per span, the most specific type."""
     return _SCANNER.scan(texts, lead_chars=LEAD_CHARS)
 
 

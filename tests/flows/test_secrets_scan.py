@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 
@@ -10,6 +11,7 @@ import pytest
 from credential_factory import secret_sample
 from typer.testing import CliRunner
 
+from flows import secrets_cli
 from flows.secrets_cli import secrets_app
 
 runner = CliRunner()
@@ -147,3 +149,114 @@ def test_missing_text_field_exits_2_naming_file_and_field(tmp_path, suffix):
     assert result.exit_code == 2
     assert f"{path}: no field 'text'" in result.stderr
     assert "--text-field" in result.stderr
+
+
+def test_a_csv_field_over_the_size_limit_exits_2_naming_file_and_row(tmp_path, samples):
+    path = tmp_path / "big.csv"
+    path.write_text(f'text\nclean\n"{"a" * 200_000}"\n{samples["github_token"].text}\n')
+
+    result = _scan(path, "--json")
+
+    assert result.exit_code == 2
+    assert f"error: {path}: cannot read row 1 (line 3): field larger than field limit" in (
+        result.stderr
+    )
+
+
+def test_an_unreadable_gzip_file_exits_2_naming_it(tmp_path):
+    path = tmp_path / "notes.txt.gz"
+    path.write_bytes(gzip.compress(b"clean line\n" * 100)[:40])  # cut short
+    result = _scan(path)
+    assert result.exit_code == 2
+    assert f"error: {path}: cannot read row" in result.stderr
+
+
+def test_a_private_key_file_is_found_at_its_first_line(tmp_path):
+    key = secret_sample("private_key", random.Random(3)).value
+    path = tmp_path / "id_rsa"
+    path.write_text(key + "\n")
+
+    result = _scan(path, "--json")
+
+    assert result.exit_code == 1
+    assert _json_lines(result.stdout) == [
+        {"index": 0, "findings": [{"type": "private_key", "start": 0, "end": len(key)}]}
+    ]
+    assert f"scanned {key.count(chr(10)) + 1} rows" in result.stderr
+
+
+def _text_with_keys(rng: random.Random) -> tuple[str, list[dict]]:
+    """Lines of filler with private keys and tokens; the expected JSON lines."""
+    lines, expected = [], []
+    for block in range(6):
+        lines += [f"filler {block} {n} " + "x" * rng.randint(0, 60) for n in range(25)]
+        if block % 2:
+            key = secret_sample("private_key", rng).value
+            lead = "key: " if block == 3 else ""
+            start = len(lead)
+            finding = {"type": "private_key", "start": start, "end": start + len(key)}
+            expected.append({"index": len(lines), "findings": [finding]})
+            lines += (lead + key).split("\n")
+        else:
+            token = secret_sample("github_token", rng)
+            finding = {"type": "github_token", "start": token.start, "end": token.end}
+            expected.append({"index": len(lines), "findings": [finding]})
+            lines.append(token.text)
+    return "\r\n".join(lines) + "\r\n", expected
+
+
+@pytest.mark.parametrize("chunk_bytes", [200, 1_000, 3_000, 8 * 2**20])
+def test_plain_text_is_scanned_in_chunks_of_lines_and_reported_by_line(
+    tmp_path, monkeypatch, chunk_bytes
+):
+    """Multi-line keys are found wherever the chunks end (the next chunk starts with the
+    previous one's last lines); each finding is reported once, at the line it starts on."""
+    monkeypatch.setattr(secrets_cli, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(secrets_cli, "CHUNK_OVERLAP_BYTES", 4_000)
+    text, expected = _text_with_keys(random.Random(8))
+    path = tmp_path / "notes.md"
+    path.write_bytes(text.encode())
+
+    result = _scan(path, "--json")
+
+    assert (result.exit_code, _json_lines(result.stdout)) == (1, expected)
+    assert f"scanned {text.count(chr(10))} rows" in result.stderr
+
+
+def test_a_broken_jsonl_line_is_a_bad_row_and_its_raw_text_is_scanned(tmp_path, samples):
+    github = samples["github_token"]
+    raw = '{"text": "' + github.text + '", broken'
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"text": "clean"}) + "\n" + raw + "\n[1, 2]\n")
+
+    result = _scan(path, "--json")
+
+    assert result.exit_code == 1
+    start = raw.index(github.value)
+    finding = {"type": "github_token", "start": start, "end": start + len(github.value)}
+    assert _json_lines(result.stdout) == [{"index": 1, "findings": [finding], "raw": True}]
+    assert f"{path}: bad row 1: not valid JSON" in result.stderr
+    assert f"{path}: bad row 2: not a JSON object" in result.stderr
+    assert "scanned 3 rows (2 bad)" in result.stderr
+    _assert_no_secret_in(result, samples)
+
+
+@pytest.mark.parametrize("name", ["rows.jsonl.gz", "rows.csv.gz", "notes.txt.gz", "log.gz"])
+def test_gzip_files_are_read_by_their_inner_suffix(tmp_path, samples, name):
+    github = samples["github_token"]
+    if name.startswith("rows.jsonl"):
+        content, index = json.dumps({"text": "a"}) + "\n" + json.dumps({"text": github.text}), 1
+    elif name.startswith("rows.csv"):
+        content, index = f"id,text\n1,clean\n2,{github.text}\n", 1
+    else:
+        content, index = f"clean\n\n{github.text}\n", 2
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(content.encode()))
+
+    result = _scan(path, "--json")
+
+    finding = {"type": "github_token", "start": github.start, "end": github.end}
+    assert (result.exit_code, _json_lines(result.stdout)) == (
+        1,
+        [{"index": index, "findings": [finding]}],
+    )

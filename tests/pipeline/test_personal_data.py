@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import polars as pl
 import pytest
 
 from pipeline.personal_data import (
     PERSONAL_DATA_TYPES,
+    RULES,
     find_personal_data,
     iban_valid,
     luhn_valid,
@@ -104,3 +107,45 @@ def test_uk_premium_numbers_in_the_sms_spam_collection_are_phones(sms_spam):
     missed = [i for i, hit in enumerate(mentions.to_list()) if hit and i not in rows_with_phone]
     assert mentions.sum() == 311
     assert [texts[i].count("www.07781482378.com") for i in missed] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("text", "emails"),
+    [
+        ("a@b.co,c.d@e-f.org x@@y.com", ["a@b.co", "c.d@e-f.org"]),
+        ("@@@ user@host.io@other.com me@x.de", ["user@host.io", "me@x.de"]),
+        ("-x@y.com _z@w.org (1a@b.cd)", ["1a@b.cd"]),
+        ("a" * 65 + "@toolong.com " + "b" * 64 + "@fits.com", ["b" * 64 + "@fits.com"]),
+    ],
+)
+def test_emails_next_to_each_other_and_at_the_limits(text, emails):
+    found = find_personal_data(pl.Series([text]))
+    assert [text[s:e] for s, e in zip(found["start"], found["end"], strict=True)] == emails
+
+
+def test_rules_searched_from_a_pivot_find_exactly_what_finditer_finds():
+    """The e-mail rule is tried only around each `@`: the matches must be finditer's."""
+    rng = random.Random(5)
+    email = next(rule for rule in RULES if rule.type == "email")
+    assert email.pivot == "@"
+    locals_ = ["", "a", "b1.c", "-x", "x+y%z", "a" * 63, "a" * 64, "a" * 65, "q@"]
+    domains = ["ex.com", "a-b.de", "-bad.com", "x.c", "x..com", "h.io@o.com", "x.com-"]
+    noise = [" ", ",", ".", "@", "-", "_", "(", "a", "1", ""]
+    matched = 0
+    for _ in range(3000):
+        text = "".join(
+            rng.choice(noise) + rng.choice(locals_) + "@" + rng.choice(domains)
+            for _ in range(rng.randint(0, 4))
+        )
+        expected = [m.span() for m in email.compiled.finditer(text)]
+        assert email.findings(text) == expected, text
+        matched += len(expected)
+    assert matched > 500  # the texts do hold addresses
+
+
+def test_personal_data_in_duplicate_rows_is_found_in_every_row():
+    text = "Mail jane@example.org or call +44 20 7946 0018."
+    found = find_personal_data(pl.Series([text, None, text, "x", text]))
+    assert found.select("index", "type", "start").rows() == [
+        (i, kind, start) for i in (0, 2, 4) for kind, start in (("email", 5), ("phone", 30))
+    ]

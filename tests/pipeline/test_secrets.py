@@ -14,6 +14,7 @@ from credential_factory import (
 )
 
 from pipeline.secrets import SECRET_TYPES, find_secrets, mask_secrets, shannon_entropy
+from pipeline.text_scan import Rule, SpanScanner
 
 
 def _findings(texts: list[str | None]) -> list[dict]:
@@ -137,3 +138,89 @@ def test_mask_secrets_skips_overlapping_spans_and_keeps_the_rest():
 
 def test_real_text_has_no_secrets(sms_spam):
     assert find_secrets(sms_spam["text"]).height == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "lead"),
+    [
+        ("postgres://app:Q7!z@db.internal/main", "Q7!z", ""),  # the whole password otherwise
+        ("mysql://root:Zk4!q@db/main", "Zk4!q", "Z"),
+        ('DB_PASSWORD="Xk9#mQ2p"', "Xk9#mQ2p", "Xk"),
+        ("secret: Rt5%vB8&wQ", "Rt5%vB8&wQ", "Rt"),
+        ("redis://default:Pz81vLx0pT4mQa7W@cache/0", "Pz81vLx0pT4mQa7W", "Pz81"),
+    ],
+)
+def test_the_lead_is_at_most_a_quarter_of_the_secret(text, value, lead):
+    findings = _findings([text])
+    start = text.index(value)
+    assert [(f["start"], f["end"], f["lead"]) for f in findings] == [
+        (start, start + len(value), lead)
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "redis://:Zq81vLx0pT4m@cache.internal:6379/0",
+        "rediss://:Zq81vLx0pT4m@cache.internal:6380",
+        "amqp://:Kp2xWq9Lm4@mq.internal:5672/vhost",
+        "postgres://:Hn7sPq2Wz9@db.internal/main",
+        "mysql://:Hn7sPq2Wz9@db.internal/main",
+        "mongodb://:Hn7sPq2Wz9@db.internal/main",
+    ],
+)
+def test_a_connection_url_with_an_empty_user_is_found(text):
+    password = text.split("//:", 1)[1].split("@", 1)[0]
+    start = text.index(password)
+    assert [(f["type"], f["start"], f["end"]) for f in _findings([text])] == [
+        ("connection_string_password", start, start + len(password))
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "postgres://user:${DB_PASSWORD}@host/db",
+        "postgres://user@host/db",
+        "redis://:${REDIS_PASSWORD}@cache:6379",
+        "redis://:password@cache:6379",
+        "redis://:changeme@cache:6379",
+        "redis://:@cache:6379",
+        "redis://cache:6379/0",
+    ],
+)
+def test_connection_urls_without_a_real_password_are_not_secrets(text):
+    assert _findings([text]) == []
+
+
+def test_each_distinct_candidate_text_is_verified_once_and_reported_for_every_row():
+    calls = []
+
+    def accept(match):
+        calls.append(match.group())
+        return True
+
+    scanner = SpanScanner([Rule("code", r"ab[0-9]", accept)])
+    texts = pl.Series(["x ab1", "zz", "x ab1", "x ab1", None, "ab2 ab3", "ab2 ab3"])
+
+    found = scanner.scan(texts, lead_chars=4)
+
+    assert sorted(calls) == ["ab1", "ab2", "ab3"]
+    assert found.rows() == [
+        (0, "code", 2, 5, ""),
+        (2, "code", 2, 5, ""),
+        (3, "code", 2, 5, ""),
+        (5, "code", 0, 3, ""),
+        (5, "code", 4, 7, ""),
+        (6, "code", 0, 3, ""),
+        (6, "code", 4, 7, ""),
+    ]
+
+
+def test_duplicate_rows_get_the_same_findings():
+    sample = secret_sample("github_token", random.Random(3))
+    findings = _findings([sample.text, "clean", sample.text])
+    assert [(f["index"], f["start"], f["end"]) for f in findings] == [
+        (0, sample.start, sample.end),
+        (2, sample.start, sample.end),
+    ]
