@@ -1,4 +1,5 @@
-"""Benchmark of the spine: ingest → exact dedup → split → publish against a plain polars script.
+"""Benchmark of the spine: ingest → govern → exact dedup → split → publish against a plain
+polars script.
 
 Both sides read the same jsonl files in the same run, each in its own subprocess (so peak RSS
 is measured per side), and are timed wall-clock from the first read to the last write, after
@@ -230,6 +231,7 @@ def run_thresher(data: Path, work: Path) -> dict:
     from pipeline import ledger
     from pipeline.config import RunConfig, SourceDeclaration, config_hash
     from pipeline.exact_dedup import exact_dedup
+    from pipeline.govern import govern
     from pipeline.ingest import ingest
     from pipeline.publish import publish
     from pipeline.split import split
@@ -245,7 +247,11 @@ def run_thresher(data: Path, work: Path) -> dict:
         owner="bench",
         base_dir=str(data),
     )
-    cfg = RunConfig(name="bench", workdir=str(work), sources=[source])
+    # personal data is detected but kept, so both sides publish the same texts
+    keep = dict.fromkeys(("email", "phone", "ip_address", "credit_card", "iban"), "keep")
+    cfg = RunConfig(
+        name="bench", workdir=str(work), sources=[source], policy={"personal_data": keep}
+    )
     ctx = RunContext(run_id="bench", run_dir=work, config=cfg, config_hash=config_hash(cfg))
     ledger_dir = work / "ledger-parts"
     stages = work / "stages"
@@ -279,9 +285,11 @@ def run_thresher(data: Path, work: Path) -> dict:
     ingested = ingest(cfg.source_list, ctx, stages / "ingest")
     ledger.write_part(ingested.events, ledger_dir, "1-ingest")
     lap("ingest")
-    dedup_stats = stage_step("exact_dedup", 2, exact_dedup, cfg.dedup, "ingest")
+    stage_step("govern", 2, govern, cfg.policy, "ingest")
+    lap("govern")
+    dedup_stats = stage_step("exact_dedup", 3, exact_dedup, cfg.dedup, "govern")
     lap("exact_dedup")
-    stage_step("split", 3, split, cfg.split, "exact_dedup")
+    stage_step("split", 4, split, cfg.split, "exact_dedup")
     lap("split")
     staging = work / "staging"
     staging.mkdir(parents=True)
@@ -292,7 +300,7 @@ def run_thresher(data: Path, work: Path) -> dict:
         staging,
         extra={"code_version": "bench", "sources": []},
     )
-    ledger.write_part(staged.events, ledger_dir, "4-publish")
+    ledger.write_part(staged.events, ledger_dir, "5-publish")
     lap("publish")
     total = time.perf_counter() - started
     return {
