@@ -439,7 +439,7 @@ def _median_run(runs: list[dict]) -> dict:
 def _markdown(rows: list[tuple[str, int, dict]], n: int, plain_seconds: float) -> str:
     lines = [
         "| side | files | seconds (median) | records/s | × plain | peak RSS MB "
-        "| ingest / dedup / split / publish s | stage peak RSS MB |",
+        "| ingest / govern / dedup / split / publish s | stage peak RSS MB |",
         "|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for side, files, result in rows:
