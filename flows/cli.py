@@ -95,6 +95,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
         for name, counts in summary["splits"].items()
     )
     stderr.print(f"splits: {splits}")
+    review = summary["review"]
+    if review["quarantined_items"]:
+        stderr.print(
+            f"review queue: {review['queued_new']} new item(s), {review['quarantined_items']} "
+            f"flag(s) on quarantined records; `thresher review list --workdir "
+            f"{Path(summary['paths']['catalog']).parent}`"
+        )
     for label, path in summary["paths"].items():
         stderr.print(f"  {label:<9} {path}")
 

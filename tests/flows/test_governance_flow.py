@@ -86,6 +86,7 @@ def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam):
     assert result.exit_code == 0
     summary = json.loads(result.stdout)
     assert summary["reasons"]["quarantined"]["secret_detected"] == len(SECRET_TYPES)
+    assert f"review queue: {len(SECRET_TYPES)} new item(s)" in result.stderr
     assert summary["review"] == {
         "queued_new": len(SECRET_TYPES),
         "quarantined_items": len(SECRET_TYPES),
