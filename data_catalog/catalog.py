@@ -234,6 +234,8 @@ class Catalog:
     def withdraw(self, dataset_hash: str, reason: str) -> VersionRecord:
         """Mark a version withdrawn: it stays listed with the reason, nothing opens it, and
         `latest` moves to the newest version still published. Withdrawing twice is a no-op."""
+        if not reason.strip():
+            raise DataError("say why the version is withdrawn (--reason TEXT)")
         version = self.version(dataset_hash)
         if version.status == "withdrawn":
             return version

@@ -49,7 +49,7 @@ def record_request(
 
 
 def _erase_review_items(connection, kind: str, value: str, request_id: int) -> None:
-    """Blank the text and metadata of queued records the request names; the items, their
+    """Blank the text, metadata, group and label of queued records the request names; the items, their
     status and their decisions stay as the audit trail."""
     items = tables.review_items
     match = {
@@ -59,8 +59,18 @@ def _erase_review_items(connection, kind: str, value: str, request_id: int) -> N
         "content_hash": items.c.source_content_hash == value,
     }[kind]
     connection.execute(
-        update(items).where(match).values(text=None, metadata=None, erased_by_request=request_id)
+        update(items)
+        .where(match, items.c.erased_by_request.is_(None))
+        .values(text=None, metadata=None, group=None, label=None, erased_by_request=request_id)
     )
+
+
+def erase_queued_again(catalog: Catalog) -> None:
+    """Apply every request to the queue again: a run that planned before a request was made
+    may have queued the records it names since."""
+    with catalog.engine.begin() as connection:
+        for row in requests(catalog):
+            _erase_review_items(connection, row["kind"], row["value"], row["id"])
 
 
 def requests(catalog: Catalog) -> list[dict[str, Any]]:

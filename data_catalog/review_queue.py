@@ -1,7 +1,8 @@
 """The reviewer quarantine queue: flagged records wait here for a human decision.
 
-Items are keyed by (record id, source content hash, reason): a nightly run that flags the
-same record again queues nothing new. An item is decided once; the decision is appended to
+Items are keyed by (record id, source content hash, reason) and a hash of everything else
+the reviewer sees (metadata, group, label, terms): a nightly run that flags the same record
+again queues nothing new, and a record that changed anywhere is reviewed again. An item is decided once; the decision is appended to
 `review_decisions` (the audit log) and the item's status changes in the same transaction,
 so of two reviewers deciding one item at once exactly one wins and the other is told who
 did. Approved items let their record through the governance stage of the next run;
@@ -138,6 +139,7 @@ def decisions_frame(catalog: Catalog) -> pl.DataFrame:
         table.c.id.label("item_id"),
         table.c.record_id,
         table.c.source_content_hash,
+        table.c.review_hash,
         table.c.reason,
         table.c.status,
         table.c.reviewer,
@@ -148,6 +150,7 @@ def decisions_frame(catalog: Catalog) -> pl.DataFrame:
         "item_id": pl.Int64,
         "record_id": pl.String,
         "source_content_hash": pl.String,
+        "review_hash": pl.String,
         "reason": pl.String,
         "status": pl.String,
         "reviewer": pl.String,

@@ -91,6 +91,9 @@ review_items = Table(
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("record_id", String(32), nullable=False),
     Column("source_content_hash", String(32), nullable=False),
+    # xxh3-128 of all a reviewer sees (text, metadata, group, label, terms): a decision holds
+    # for exactly that, and a change anywhere in the record is reviewed again
+    Column("review_hash", String(32), nullable=False),
     Column("reason", String(64), nullable=False),
     Column("source", String(200), nullable=False, index=True),
     Column("group_hash", String(32), nullable=True),  # xxh3-128 of the group: erasure by group
@@ -99,6 +102,8 @@ review_items = Table(
     Column("evidence", Text, nullable=True),  # JSON, redacted
     Column("text", Text, nullable=True),  # secrets masked
     Column("metadata", Text, nullable=True),  # secrets masked
+    Column("group", Text, nullable=True),  # secrets masked
+    Column("label", Text, nullable=True),  # secrets masked
     Column("status", String(20), nullable=False, index=True),  # pending | approved | rejected
     Column("reviewer", String(200), nullable=True),
     Column("note", Text, nullable=True),
@@ -106,7 +111,7 @@ review_items = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     # a deletion request blanked text and metadata; the decision trail stays
     Column("erased_by_request", Integer, nullable=True),
-    UniqueConstraint("record_id", "source_content_hash", "reason"),
+    UniqueConstraint("record_id", "source_content_hash", "reason", "review_hash"),
 )
 
 # Append-only: who decided what, when, and why. An item is decided once.

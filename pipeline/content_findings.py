@@ -1,7 +1,9 @@
 """Secrets and personal data in the governance stage: what the detectors find in each record's
 published fields, what the policy does with each finding, and the redactions it asks for.
 
-Every string field a person wrote is scanned: text, metadata, group and label. Personal data
+Every string field a person wrote is scanned: text, each metadata value (decoded from the
+record's JSON, so escapes such as `\n` do not hide a secret; a finding's field is then
+`metadata.<name>`), group and label. Personal data
 the policy redacts is replaced in place (`<EMAIL>`, `<PHONE>`, …); in the group key it becomes
 a stable pseudonym (`<EMAIL:3f9a…>`), so the records of one group stay one group for the split.
 Pseudonyms are unkeyed hashes: they keep addresses out of sight, they do not stop someone who
@@ -10,13 +12,15 @@ already has a list of candidate addresses from testing them.
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import xxhash
 
 from pipeline.config import PolicyConfig
 from pipeline.identity import xxh3_128_hex
 from pipeline.personal_data import find_personal_data, redact_personal_data
-from pipeline.secrets import SECRET_TYPES, find_secrets
+from pipeline.secrets import SECRET_TYPES, find_secrets, mask_secrets
 
 SCANNED_FIELDS = ("text", "metadata", "group", "label")
 MAX_EVIDENCE_FINDINGS = 20
@@ -40,19 +44,35 @@ EDIT_SCHEMA = {
 EDITED_COLUMNS = [name for name in EDIT_SCHEMA if name.startswith("_")]
 
 
-def secret_findings(records: pl.DataFrame, cfg: PolicyConfig) -> pl.DataFrame:
-    return _findings(records, find_secrets, cfg)
+def secret_findings(
+    records: pl.DataFrame, cfg: PolicyConfig, metadata_names: list[str]
+) -> pl.DataFrame:
+    return _findings(records, find_secrets, cfg, metadata_names)
 
 
-def personal_findings(records: pl.DataFrame, cfg: PolicyConfig) -> pl.DataFrame:
-    return _findings(records, find_personal_data, cfg)
+def personal_findings(
+    records: pl.DataFrame, cfg: PolicyConfig, metadata_names: list[str]
+) -> pl.DataFrame:
+    return _findings(records, find_personal_data, cfg, metadata_names)
 
 
-def _findings(records: pl.DataFrame, detect, cfg: PolicyConfig) -> pl.DataFrame:
+def scanned_values(records: pl.DataFrame, metadata_names: list[str]) -> dict[str, pl.Series]:
+    """Each scanned field's values: text, group, label, and `metadata.<name>` per declared
+    metadata field (all metadata values are strings)."""
+    values = {field: records[field] for field in ("text", "group", "label")}
+    if metadata_names:
+        decoded = records["metadata"].str.json_decode(
+            pl.Struct({name: pl.String for name in metadata_names})
+        )
+        values |= {f"metadata.{name}": decoded.struct.field(name) for name in metadata_names}
+    return values
+
+
+def _findings(records: pl.DataFrame, detect, cfg: PolicyConfig, metadata_names) -> pl.DataFrame:
     ids = records.select("record_id", "source").with_row_index("index")
     parts = []
-    for field in SCANNED_FIELDS:
-        found = detect(records[field])
+    for field, values in scanned_values(records, metadata_names).items():
+        found = detect(values)
         if found.height:
             parts.append(
                 found.join(ids, on="index").select(
@@ -128,14 +148,17 @@ def redactions(findings: pl.DataFrame, kept_ids: pl.DataFrame, records: pl.DataF
     if to_redact.height == 0:
         return pl.DataFrame(schema=EDIT_SCHEMA)
     edits = evidence_per_record(to_redact)
+    in_metadata = pl.col("field").str.starts_with("metadata.")
     for field in SCANNED_FIELDS:
         spans = (
-            to_redact.filter(pl.col("field") == field)
+            to_redact.filter(in_metadata if field == "metadata" else pl.col("field") == field)
             .group_by("record_id")
-            .agg(pl.struct("type", "start", "end").alias("spans"))
+            .agg(pl.struct("field", "type", "start", "end").alias("spans"))
         )
         rows = records.select("record_id", field).join(spans, on="record_id")
-        rewrite = pseudonymize if field == "group" else redact_personal_data
+        rewrite = {"group": pseudonymize, "metadata": redact_metadata}.get(
+            field, redact_personal_data
+        )
         edited = [  # only the records that hold data to redact
             rewrite(value, found)
             for value, found in zip(rows[field], rows["spans"].to_list(), strict=True)
@@ -147,6 +170,26 @@ def redactions(findings: pl.DataFrame, kept_ids: pl.DataFrame, records: pl.DataF
         )
     edits = edits.with_columns(xxh3_128_hex(edits["_text"]).alias("_hash"))
     return edits.select(list(EDIT_SCHEMA))
+
+
+def rewrite_metadata(metadata: str, findings: list[dict], rewrite) -> str:
+    """Apply `rewrite(value, findings)` to the metadata values that have findings (fields
+    `metadata.<name>`, offsets into the decoded value) and encode the JSON again."""
+    values = json.loads(metadata)
+    by_name: dict[str, list[dict]] = {}
+    for finding in findings:
+        by_name.setdefault(finding["field"].removeprefix("metadata."), []).append(finding)
+    for name, found in by_name.items():
+        values[name] = rewrite(values[name], found)
+    return json.dumps(values, ensure_ascii=False, separators=(",", ":"))
+
+
+def redact_metadata(metadata: str, findings: list[dict]) -> str:
+    return rewrite_metadata(metadata, findings, redact_personal_data)
+
+
+def mask_metadata(metadata: str, findings: list[dict]) -> str:
+    return rewrite_metadata(metadata, findings, mask_secrets)
 
 
 def pseudonymize(value: str, findings: list[dict]) -> str:

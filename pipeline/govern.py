@@ -43,6 +43,7 @@ _DECISION_SCHEMA = {
     "item_id": pl.Int64,
     "record_id": pl.String,
     "source_content_hash": pl.String,
+    "review_hash": pl.String,
     "reason": pl.String,
     "status": pl.String,
     "reviewer": pl.String,
@@ -55,9 +56,13 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
         "record_id", "source", "source_content_hash", "license", "consent",
         *content_findings.SCANNED_FIELDS,
     ).collect()  # fmt: skip
+    records = records.with_columns(_review_hash(records))
+    metadata_names = sorted(
+        {name for source in sources.values() for name in source.fields.metadata}
+    )
     terms = terms_table(records, sources, cfg)
-    secrets = content_findings.secret_findings(records, cfg)
-    personal = content_findings.personal_findings(records, cfg)
+    secrets = content_findings.secret_findings(records, cfg, metadata_names)
+    personal = content_findings.personal_findings(records, cfg, metadata_names)
     flags = pl.concat(
         [
             _deletion_flags(records, ctx.deletions, rank=0),
@@ -71,9 +76,11 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
     decided = _first_flag_per_record(flags)
     kept_ids = records.select("record_id").join(decided, on="record_id", how="anti")
     edits = content_findings.redactions(personal, kept_ids, records)
-    # a request may name the content hash a record is published with, after redaction
-    published = edits.select("record_id", pl.col("_hash").alias("source_content_hash"))
-    late = _deletion_flags(published.drop_nulls(), ctx.deletions, rank=0)
+    # a request may name the content hash or group a record is published with, after redaction
+    published = edits.select(
+        "record_id", pl.col("_hash").alias("source_content_hash"), pl.col("_group").alias("group")
+    )
+    late = _deletion_flags(published, ctx.deletions, rank=0)
     if late.height:
         flags, decided = pl.concat([flags, late]), pl.concat([decided, late])
         edits = edits.join(late, on="record_id", how="anti")
@@ -112,6 +119,13 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
 
 
 # flags --------------------------------------------------------------------------------------
+
+
+def _review_hash(records: pl.DataFrame) -> pl.Series:
+    """xxh3-128 of everything a reviewer sees of a record: its decision holds for exactly that."""
+    parts = ["text", "metadata", "group", "label", "license", "consent"]
+    joined = pl.concat_str([pl.col(p).fill_null("") for p in parts], separator="\x1f")
+    return xxh3_128_hex(records.select(joined).to_series()).alias("review_hash")
 
 
 def _ranked(flags: pl.DataFrame, order: int) -> pl.DataFrame:
@@ -162,13 +176,14 @@ def _reviewer_decisions(decisions: pl.DataFrame | None, status: str) -> pl.DataF
 def _rejection_flags(
     records: pl.DataFrame, decisions: pl.DataFrame | None, rank: int
 ) -> pl.DataFrame:
-    """Rejections key on content: the same text under any record id is dropped."""
+    """Rejections key on what the reviewer saw: a record with the same text, metadata, group,
+    label and terms is dropped under any record id."""
     rejected = (
         _reviewer_decisions(decisions, "rejected")
-        .group_by("source_content_hash")
+        .group_by("review_hash")
         .agg(pl.col("item_id").min(), pl.col("reviewer").sort_by("item_id").first())
     )
-    return records.join(rejected, on="source_content_hash").select(
+    return records.join(rejected, on="review_hash").select(
         "record_id",
         pl.lit(reasons.REVIEW_REJECTED).alias("reason"),
         pl.lit(DROP).alias("action"),
@@ -184,9 +199,11 @@ def _lift_approved(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Remove the quarantine flags a reviewer approved for this record and this content."""
     approved = _reviewer_decisions(decisions, "approved").drop("status")
-    keyed = flags.join(records.select("record_id", "source_content_hash"), on="record_id")
+    keyed = flags.join(
+        records.select("record_id", "source_content_hash", "review_hash"), on="record_id"
+    )
     lifted = keyed.filter(pl.col("action") == QUARANTINE).join(
-        approved, on=["record_id", "source_content_hash", "reason"]
+        approved, on=["record_id", "source_content_hash", "reason", "review_hash"]
     )
     remaining = flags.join(
         lifted.select("record_id", "reason"), on=["record_id", "reason"], how="anti"
@@ -261,8 +278,8 @@ def _review_items(
     shown = records.join(items.select("record_id").unique(), on="record_id", how="semi")
     shown = shown.with_columns(
         *(
-            pl.Series(field, _masked(shown, secrets, field), dtype=pl.String)
-            for field in ("text", "metadata")
+            pl.Series(column, _masked(shown, secrets, column), dtype=pl.String)
+            for column in content_findings.SCANNED_FIELDS
         ),
         xxh3_128_hex(shown["group"]).alias("group_hash"),
     )
@@ -273,13 +290,16 @@ def _review_items(
     )
 
 
-def _masked(shown: pl.DataFrame, secrets: pl.DataFrame, field: str) -> list[str | None]:
+def _masked(shown: pl.DataFrame, secrets: pl.DataFrame, column: str) -> list[str | None]:
+    """The column's values with their secrets masked (metadata: each value, then re-encoded)."""
+    in_column = pl.col("field").str.starts_with(f"{column}.") | (pl.col("field") == column)
     spans: dict[str, list[dict[str, Any]]] = {}
-    for finding in secrets.filter(pl.col("field") == field).iter_rows(named=True):
+    for finding in secrets.filter(in_column).iter_rows(named=True):
         spans.setdefault(finding["record_id"], []).append(finding)
+    mask = content_findings.mask_metadata if column == "metadata" else mask_secrets
     return [
-        mask_secrets(value, spans[record_id]) if record_id in spans and value else value
-        for record_id, value in zip(shown["record_id"], shown[field], strict=True)
+        mask(value, spans[record_id]) if record_id in spans and value else value
+        for record_id, value in zip(shown["record_id"], shown[column], strict=True)
     ]
 
 

@@ -41,11 +41,14 @@ REVIEW_ITEM_SCHEMA = pl.Schema(
         "record_id": pl.String,
         "source": pl.String,
         "source_content_hash": pl.String,
+        "review_hash": pl.String,  # xxh3-128 of all the reviewer sees: a decision holds for it
         "group_hash": pl.String,  # xxh3-128 of the group, so a deletion request can find it
         "reason": pl.String,
         "evidence": pl.String,  # JSON, redacted like the ledger's
         "text": pl.String,  # secrets replaced by <SECRET:type>
         "metadata": pl.String,  # likewise
+        "group": pl.String,  # likewise
+        "label": pl.String,  # likewise
     }
 )
 

@@ -23,6 +23,7 @@ def review_items(n: int, reason: str = "secret_detected") -> pl.DataFrame:
             "record_id": f"r{i}",
             "source": "sms",
             "source_content_hash": f"h{i}",
+            "review_hash": f"v{i}",
             "group_hash": xxhash.xxh3_128_hexdigest(f"user-{i % 2}".encode()),
             "reason": reason,
             "evidence": '{"types":["github_token"]}',

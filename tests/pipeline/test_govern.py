@@ -252,7 +252,7 @@ def test_every_published_field_is_scanned(tmp_path):
         json.loads(e)["findings"][0]["field"]
         for e in events.filter(pl.col("action") == "edited")["evidence"]
     }
-    assert fields == {"metadata", "group"}
+    assert fields == {"metadata.note", "group"}
     secret = json.loads(events.filter(pl.col("reason") == "secret_detected")["evidence"][0])
     assert secret["detail"]["findings"][0]["field"] == "group"
 
@@ -262,11 +262,8 @@ def test_approvals_lift_quarantine_only_for_the_same_content(tmp_path):
     rows = {"open": [row(1, f"test fixture token {token}"), row(2, f"other {github_token(8)}")]}
     _, _, first = run_govern(tmp_path / "a", rows)
     items = first.review_items.sort("record_id")
-    decisions = items.select(
-        pl.Series("item_id", [1, 2]), "record_id", "source_content_hash", "reason",
-        pl.Series("status", ["approved", "approved"]), pl.lit("ana").alias("reviewer"),
-    )  # fmt: skip
-    # record 2's content changed since the approval: it is reviewed again
+    decisions = approve(items, "approved", "ana")
+    # record 2's text changed since the approval: it is reviewed again
     rows["open"][1]["text"] = f"changed {github_token(8)}"
     kept, events, again = run_govern(tmp_path / "b", rows, review_decisions=decisions)
     assert kept["text"].to_list() == [f"test fixture token {token}"]
@@ -276,28 +273,68 @@ def test_approvals_lift_quarantine_only_for_the_same_content(tmp_path):
     assert again.review_items.height == 1
 
 
+def approve(items: pl.DataFrame, status: str, reviewer: str) -> pl.DataFrame:
+    """Reviewer decisions on review items, as the catalog hands them to the stage."""
+    return items.with_row_index("item_id", offset=1).select(
+        pl.col("item_id").cast(pl.Int64), "record_id", "source_content_hash", "review_hash",
+        "reason", pl.lit(status).alias("status"), pl.lit(reviewer).alias("reviewer"),
+    )  # fmt: skip
+
+
+def test_an_approval_does_not_cover_a_secret_added_to_another_field_later(tmp_path):
+    rows = {"open": [row(1, f"test fixture token {github_token()}")]}
+    _, _, first = run_govern(tmp_path / "a", rows)
+    rows["open"][0]["note"] = f"deploy key:\n{github_token(9)}"  # a real one, added later
+    kept, events, again = run_govern(
+        tmp_path / "b", rows, review_decisions=approve(first.review_items, "approved", "ana")
+    )
+    assert kept.height == 0 and again.review_items.height == 1
+    assert events.filter(pl.col("action") == "approved").height == 0
+
+
+def test_secrets_in_metadata_are_found_behind_json_escapes_and_masked_as_json(tmp_path):
+    token = github_token()
+    note = f'deploy key:\n{token}\tand a "quoted" word'
+    rows = {
+        "open": [row(1, "see the note", note=note), row(2, "mail", note="to:\nbob@example.com")]
+    }
+    kept, events, result = run_govern(tmp_path, rows)
+    assert ids_by_text(kept, events, tmp_path)["open.jsonl:1"] == ("quarantined", "secret_detected")
+    (item,) = result.review_items.iter_rows(named=True)
+    assert json.loads(item["metadata"]) == {"note": note.replace(token, "<SECRET:github_token>")}
+    finding = json.loads(events.filter(pl.col("terminal"))["evidence"][0])["detail"]["findings"][0]
+    assert (finding["field"], finding["offset"], finding["length"]) == ("metadata.note", 12, 40)
+    (redacted,) = kept["metadata"].to_list()
+    assert json.loads(redacted) == {"note": "to:\n<EMAIL>"}  # still valid JSON
+
+
 def test_rejected_content_is_dropped_and_not_queued_again(tmp_path):
     rows = {"open": [row(1, f"token {github_token()}"), row(2, "fine")]}
     _, _, first = run_govern(tmp_path / "a", rows)
-    decisions = first.review_items.select(
-        pl.lit(5).alias("item_id"), "record_id", "source_content_hash", "reason",
-        pl.lit("rejected").alias("status"), pl.lit("bo").alias("reviewer"),
-    )  # fmt: skip
-    # the same text under another id is rejected too: rejection keys on content
-    rows["open"].append(row(3, f"token {github_token()}"))
+    decisions = approve(first.review_items, "rejected", "bo")
+    # the same content under another id is rejected too; the same text with other metadata is
+    # a different record to review
+    rows["open"].append({**row(3, f"token {github_token()}"), "user": "u1"})
+    rows["open"].append(row(4, f"token {github_token()}", note="from the wiki"))
     kept, events, again = run_govern(tmp_path / "b", rows, review_decisions=decisions)
     assert ids_by_text(kept, events, tmp_path / "b") == {
         "open.jsonl:1": ("dropped", "review_rejected"),
         "open.jsonl:2": ("kept", ""),
         "open.jsonl:3": ("dropped", "review_rejected"),
+        "open.jsonl:4": ("quarantined", "secret_detected"),
     }
-    assert again.review_items.height == 0
+    assert again.review_items["record_id"].to_list() == [
+        r for r, loc in pl.read_parquet(tmp_path / "b" / "in" / "*.parquet").select("record_id", "location").iter_rows()
+        if loc.endswith(":4")
+    ]  # fmt: skip
 
 
-@pytest.mark.parametrize("kind", ["source", "group", "record_id", "content_hash", "published_hash"])
+@pytest.mark.parametrize(
+    "kind", ["source", "group", "record_id", "content_hash", "published_hash", "published_group"]
+)
 def test_deletion_requests_drop_matching_records_before_anything_else(tmp_path, kind):
     rows = {
-        "open": [row(1, f"mail jane.doe@example.org or use {github_token()}"), row(2, "mail me@example.org")],
+        "open": [row(1, f"mail jane.doe@example.org or use {github_token()}"), {**row(2, "mail me@example.org"), "user": "Me <me@example.org>"}],
         "other": [row(3, "kept")],
     }  # fmt: skip
     kept, _, _ = run_govern(tmp_path / "a", rows)
@@ -307,8 +344,11 @@ def test_deletion_requests_drop_matching_records_before_anything_else(tmp_path, 
         .row(0, named=True)
     )
     published = kept.filter(pl.col("record_id") == target["record_id"])["content_hash"][0]
-    value = {"source": "open", "group": "u2", "record_id": target["record_id"],
-             "content_hash": target["source_content_hash"], "published_hash": published}[kind]  # fmt: skip
+    published_group = kept.filter(pl.col("record_id") == target["record_id"])["group"][0]
+    assert published_group.startswith("Me <<EMAIL:") or kind != "published_group"
+    value = {"source": "open", "group": target["group"], "record_id": target["record_id"],
+             "content_hash": target["source_content_hash"], "published_hash": published,
+             "published_group": published_group}[kind]  # fmt: skip
     if kind == "source":  # the record holding a secret is deleted, not queued
         expected = {"open.jsonl:1": ("dropped", "deletion_request")}
     else:
@@ -317,7 +357,9 @@ def test_deletion_requests_drop_matching_records_before_anything_else(tmp_path, 
     requests = pl.DataFrame(
         {
             "request_id": [41],
-            "kind": ["content_hash" if kind == "published_hash" else kind],
+            "kind": [
+                {"published_hash": "content_hash", "published_group": "group"}.get(kind, kind)
+            ],
             "value": [value],
         }
     )
