@@ -200,6 +200,7 @@ def _run_stage(
         stats["queued_new"] = review_queue.enqueue(
             catalog, result.review_items, plan.config.name, plan.run_id
         )
+        deletions.erase_queued_again(catalog)
     get_run_logger().info("%s: %s", name, json.dumps(stats))
     return {"path": str(out), "stats": stats}
 

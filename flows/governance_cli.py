@@ -55,7 +55,8 @@ def review_list(
     table = Table("id", "status", "reason", "source", "record", "queued", "reviewer")
     for entry in found:
         if as_json:
-            emit({key: value for key, value in entry.items() if key not in ("text", "metadata")})
+            shown = ("text", "metadata", "group", "label")
+            emit({key: value for key, value in entry.items() if key not in shown})
         table.add_row(
             str(entry["id"]),
             entry["status"],
@@ -91,10 +92,14 @@ def review_show(
     for label in ("record_id", "source", "source_content_hash", "dataset", "run_id"):
         console.print(f"  {label:<20} {entry[label]}")
     console.print(f"  {'evidence':<20} {json.dumps(json.loads(entry['evidence'] or 'null'))}")
-    if entry["metadata"]:
-        console.print(f"  {'metadata':<20} {entry['metadata']}", markup=False)
-    console.print("[bold]text[/] (secrets masked):")
-    console.print(entry["text"], markup=False, highlight=False)
+    for field in ("group", "label", "metadata"):
+        if entry[field]:
+            console.print(f"  {field:<20} {entry[field]}", markup=False, highlight=False)
+    if entry["erased_by_request"] is not None:
+        console.print(f"[bold]text[/] erased by deletion request {entry['erased_by_request']}")
+    else:
+        console.print("[bold]text[/] (secrets masked):")
+        console.print(entry["text"], markup=False, highlight=False)
     for decision in history:
         console.print(
             f"  {decision['decided_at']:%Y-%m-%d %H:%M:%S} {decision['decision']} by "
@@ -255,7 +260,7 @@ def catalog_withdraw(
 ) -> None:
     """Withdraw a version: it stays listed with the reason; opening or training on it is refused."""
     catalog, version = find_version(ref, workdir, config)
-    withdrawn = catalog.withdraw(version.dataset_hash, reason)
+    withdrawn = checked(catalog.withdraw, version.dataset_hash, reason)
     stderr.print(f"withdrew {withdrawn.dataset_hash[:16]} ({withdrawn.status_reason})")
 
 

@@ -39,17 +39,27 @@ def run_json(config: Path) -> dict:
 
 
 def planted_project(root: Path, sms_spam: pl.DataFrame) -> tuple[Path, dict[str, str]]:
-    """200 real SMS messages, and one more message per credential type with a secret in it."""
+    """200 real SMS messages, and one more message per credential type with a secret in its
+    text, in a metadata field (after a newline, escaped in the record's JSON) or its label."""
     rng = random.Random(11)
     secrets, planted = {}, []
     for number, kind in enumerate(SECRET_TYPES):
         sample = secret_sample(kind, rng)
         secrets[kind] = sample.value
         base = sms_rows(sms_spam, 1000 + number, 1001 + number)[0]
-        planted.append({**base, "id": f"planted-{kind}", "text": f"{base['text']}\n{sample.text}"})
+        where = ("text", "note", "label")[number % 3]
+        value = f"{base.get(where, 'see below')}\n{sample.text}"
+        planted.append({**base, "id": f"planted-{kind}", where: value})
     write_jsonl(root / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 200))
     write_jsonl(root / "data" / "sms-planted.jsonl", planted)
-    return write_project(root, [SMS_SOURCE]), secrets
+    source = {**SMS_SOURCE, "fields": {**SMS_SOURCE["fields"], "metadata": ["note"]}}
+    return write_project(root, [source]), secrets
+
+
+def fragments(secret: str) -> list[str]:
+    """12-character pieces of a secret's random part: a partial leak shows one of them."""
+    start = len(secret) // 3
+    return [secret[i : i + 12] for i in range(start, max(start + 1, len(secret) - 11))]
 
 
 def searchable_text(workdir: Path) -> str:
@@ -99,7 +109,12 @@ def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam):
     outputs = [result.stdout, result.stderr, listed.stdout, *(page.stdout for page in shown)]
     everywhere = "\n".join([searchable_text(workdir), *outputs, asyncio.run(prefect_logs())])
     assert "<SECRET:github_token>" in everywhere  # the search does see the queue's text
-    leaked = {kind: value for kind, value in secrets.items() if value in everywhere}
+    leaked = {
+        kind: piece
+        for kind, value in secrets.items()
+        for piece in fragments(value)
+        if piece in everywhere
+    }
     assert leaked == {}
     assert not list(workdir.glob("runs/*/stages")) and not list(
         workdir.glob("datasets/*/.staging-*")
@@ -115,7 +130,8 @@ def test_review_round_trip_and_a_second_nightly_run(tmp_path, sms_spam):
         for item in map(json.loads, thresher("review", "list", "-w", workdir, "--status", "pending", "--json").stdout.splitlines())
     }  # fmt: skip
     by_kind = {json.loads(i["evidence"])["types"][0]: i["id"] for i in items.values()}
-    approved, rejected = by_kind["jwt"], by_kind["aws_access_key_id"]
+    in_text = SECRET_TYPES[0::3]  # planted in the text, not in metadata or label
+    approved, rejected = by_kind[in_text[0]], by_kind[in_text[1]]
     ok = thresher(
         "review",
         "approve",
@@ -166,7 +182,9 @@ def test_review_round_trip_and_a_second_nightly_run(tmp_path, sms_spam):
     assert second["reasons"]["dropped"]["review_rejected"] == 1
     assert second["changes"]["approved"] == {"secret_false_positive": 1}
     published = pl.concat([f.collect() for f in open_version(workdir, "test-set").splits.values()])
-    assert published.filter(pl.col("text").str.contains(secrets["jwt"], literal=True)).height == 1
+    assert (
+        published.filter(pl.col("text").str.contains(secrets[in_text[0]], literal=True)).height == 1
+    )
     log = pl.read_parquet(second["paths"]["ledger"])
     approval = log.filter(pl.col("action") == "approved").row(0, named=True)
     assert json.loads(approval["evidence"]) == {
