@@ -6,8 +6,13 @@ Plain text is read in chunks of whole lines (about 8 MB each): every line is a r
 rules whose matches may hold a line end (PEM private keys) also run over the chunk as one
 text, with the previous chunk's last 64 KiB of lines before it, so a key spread over lines
 is found even where a chunk ends. Each finding is reported at the 0-based line where it
-starts, with offsets from that line's start (its end may lie past that line's end). A jsonl line that is not a JSON object is a
-bad row, and its raw text is scanned too (findings marked `"raw": true`).
+starts, with offsets from that line's start (its end may lie past that line's end).
+
+A bad row (a jsonl line that is not a JSON object, lacks the text field or holds a text that is
+not a string; a csv row with the wrong number of fields; a parquet row whose text column is not
+text) is listed on stderr and its raw text is scanned as it is: the line (the lines of a csv
+row), or for parquet the row's values rendered as one JSON object. Its findings carry
+`"raw": true`, with offsets into that raw text; they count as findings (exit 1) like any other.
 With `--json`, one line per row with findings on stdout; everything else on stderr. A secret
 is never printed in clear: type, row, offsets and a lead of at most 4 characters (at most a
 quarter of the secret). Exit 0 clean, 1 secrets found, 2 error (any file or row that cannot
@@ -32,6 +37,7 @@ from typing import IO, Annotated
 
 import orjson
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import typer
 from rich.console import Console
@@ -187,8 +193,8 @@ def _jsonl_text(line: bytes, text_field: str) -> tuple[str | None, str | None]:
 
 
 def _read_jsonl(path: Path, text_field: str) -> Iterator[Batch]:
-    """A line that is not a JSON object (broken, or a bare value) is a bad row whose raw text
-    is scanned; one without the text field is a bad row only."""
+    """A line that is not a JSON object (broken, or a bare value), lacks the text field or
+    holds a text that is not a string is a bad row whose raw line is scanned."""
     lines = _Lines(path)
     first = 0
     with _read_errors(path, lines):
@@ -200,32 +206,43 @@ def _read_jsonl(path: Path, text_field: str) -> Iterator[Batch]:
                 if why:
                     batch.bad_rows.append((first + offset, why))
                     batch.rows_without_field += why.startswith("no field")
-                    if why in ("not valid JSON", "not a JSON object"):
-                        batch.raw[offset] = line.decode("utf-8", errors="replace")
+                    batch.raw[offset] = line.decode("utf-8", errors="replace")
             yield batch
             first += len(chunk)
 
 
 def _read_csv(path: Path, text_field: str) -> Iterator[Batch]:
+    """A row with another number of fields than the header is a bad row whose raw text (its
+    lines, without the last line ending) is scanned."""
     with (
         _open(path) as binary,
         TextIOWrapper(binary, encoding="utf-8", errors="replace", newline="") as handle,
     ):
-        reader = csv.reader(handle)
+        consumed: list[str] = []  # the lines of the row being read
+
+        def lines() -> Iterator[str]:
+            for line in handle:
+                consumed.append(line)
+                yield line
+
+        reader = csv.reader(lines())
         read = -1  # data rows read; -1 while reading the header
         try:
             header = next(reader, [])
             if text_field not in header:
                 raise ScanError(_missing_field(path, text_field, header))
             column = header.index(text_field)
+            consumed.clear()
             batch = Batch(read := 0, [])
             for row in reader:
                 if len(row) == len(header):
                     batch.texts.append(row[column])
                 else:
+                    batch.raw[len(batch.texts)] = "".join(consumed).rstrip("\r\n")
                     batch.texts.append(None)
                     why = f"{len(row)} fields, the header has {len(header)}"
                     batch.bad_rows.append((read, why))
+                consumed.clear()
                 read += 1
                 if len(batch.texts) >= BATCH_ROWS:
                     yield batch
@@ -250,18 +267,53 @@ def _read_parquet(path: Path, text_field: str) -> Iterator[Batch]:
 
 
 def _parquet_batches(path: Path, parquet: pq.ParquetFile, text_field: str) -> Iterator[Batch]:
-    names = parquet.schema_arrow.names
-    if text_field not in names:
-        raise ScanError(_missing_field(path, text_field, names))
+    """When the text column is not text (numbers, lists, structs, bytes), each row holding a
+    value there is a bad row whose values, rendered as one JSON object, are scanned."""
+    schema = parquet.schema_arrow
+    if text_field not in schema.names:
+        raise ScanError(_missing_field(path, text_field, schema.names))
+    kind = schema.field(text_field).type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    is_text = kind == pa.null() or any(
+        check(kind) for check in (pa.types.is_string, pa.types.is_large_string, _is_string_view)
+    )
     first = 0
     try:
-        for record_batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[text_field]):
-            column = pl.from_arrow(record_batch.column(0))
-            texts = column.cast(pl.String).to_list()
-            yield Batch(first, texts)
-            first += len(texts)
-    except Exception as error:  # a corrupt page, a column that is not text
+        columns = [text_field] if is_text else None  # a bad row is rendered whole
+        for record_batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+            values = record_batch.column(text_field)
+            if is_text:
+                yield Batch(first, pl.from_arrow(values).cast(pl.String).to_list())
+            else:
+                yield _bad_parquet_batch(first, record_batch, text_field, f"{kind}")
+            first += record_batch.num_rows
+    except Exception as error:  # a corrupt page, a value that cannot be rendered
         raise ScanError(f"{path}: cannot read the rows from {first}: {error}") from error
+
+
+def _is_string_view(kind: pa.DataType) -> bool:
+    check = getattr(pa.types, "is_string_view", None)  # pyarrow >= 16
+    return check is not None and check(kind)
+
+
+def _bad_parquet_batch(
+    first: int, record_batch: pa.RecordBatch, text_field: str, kind: str
+) -> Batch:
+    batch = Batch(first, [None] * record_batch.num_rows)
+    why = f"field {text_field!r} is not a string ({kind})"
+    for offset, row in enumerate(record_batch.to_pylist()):
+        if row[text_field] is not None:
+            batch.bad_rows.append((first + offset, why))
+            batch.raw[offset] = orjson.dumps(row, default=_json_default).decode()
+    return batch
+
+
+def _json_default(value: object) -> str:
+    """Bytes as text (invalid UTF-8 replaced); anything else orjson cannot render by str()."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
 
 
 def _missing_field(path: Path, text_field: str, fields: list[str]) -> str:
@@ -361,7 +413,7 @@ def _report(path: Path, first: int, findings: pl.DataFrame, out: Output, tally: 
             sys.stdout.write("\n")
         return
     for row in findings.iter_rows(named=True):
-        index = f"{first + row['index']}{' (raw line)' if row['raw'] else ''}"
+        index = f"{first + row['index']}{' (raw row)' if row['raw'] else ''}"
         cells = (index, row["type"], row["start"], row["end"], row["lead"] + "…")
         out.table.add_row(*([str(path)] if out.show_path else []), *map(str, cells))
 
@@ -398,8 +450,11 @@ def scan(
 
     Plain text is also scanned in chunks of whole lines, so secrets spread over lines
     (private keys) are found; their end offset counts from the start of the line they start
-    on and runs past its end. A jsonl line that is not a JSON object is listed as a bad row and its
-    raw text scanned too (JSON lines of its findings carry "raw": true)."""
+    on and runs past its end. A bad row (jsonl: not a JSON object, no text field or a text
+    that is not a string; csv: another number of fields than the header; parquet: a text
+    column that is not text) is listed on stderr and its raw text scanned as it is: the line,
+    or for parquet the row rendered as JSON (JSON lines of its findings carry "raw": true;
+    they count as findings, exit 1)."""
     for path in paths:
         if not path.is_file():
             _fail(f"{path}: no such file; give the path of a jsonl, csv, parquet or text file")

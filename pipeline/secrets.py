@@ -8,6 +8,32 @@ references, AWS's documented example keys, low-entropy values, JWT headers that 
 JSON, Discord tokens whose first part is not a user id. Git SHAs, digests, lockfile
 integrity hashes, UUIDs and base64 image data match no rule unless assigned to a secret-like
 name (a real key may be a UUID or hex). See pipeline/text_scan.py for the machinery.
+
+Spans of assigned values and URL passwords cover the whole value, so that masking never
+leaves part of a secret in clear:
+- a quoted value (`password = "..."`, `'...'`) runs to its closing quote, backslash escapes
+  honoured (`"a\\"b"` is one value); a quoted value holding whitespace or a line end is not
+  reported (prose, messages, templates);
+- an unquoted value runs to the next whitespace, `,`, `;`, closing bracket (`)`, `]`, `}`,
+  `>`) or `&` that starts another `name=` (a query string); any other character belongs to
+  it (`\\`, `"`, `$`, `%`, `:`, non-ASCII letters), except quotes at its very end, which
+  close an enclosing string (`"--password=..."`). An unquoted value holding `(`, `[`, `{` or
+  `://`, or that is a dotted name (`settings.API_KEY_V2`), is code or a URL, not reported
+  (`b'...'`, a prefixed string literal, too);
+- a URL password runs from the `:` after the user to the last `@` before the host (a raw
+  `@` in a password is part of it), stopping at whitespace and `/`.
+
+Minimum lengths. Assigned values (the `generic_secret_assignment` type: `password=`,
+`secret:`, `api_key = "..."`, ...) are reported only from 8 characters on, and only with at
+least GENERIC_MIN_ENTROPY (3.0) bits per character, which takes at least 8 distinct
+characters (k distinct characters give at most log2(k) bits); unquoted values also need a
+digit or a symbol. So `password=hunter2` (7 characters) and `password=hunter22` (7 distinct)
+are not reported. The reason is false positives: the words after `password:` or `token =`
+in prose, docs, forms and code are mostly short words, identifiers and defaults
+(`password: required`, `token = tok`, `secret=admin1`), and at these lengths a real password
+cannot be told from them by its characters. A password in a connection URL has no minimum
+length: the URL's syntax is the evidence (it must not be the user name, a default or a
+placeholder).
 """
 
 from __future__ import annotations
@@ -30,7 +56,7 @@ TOKEN_MIN_ENTROPY = 3.0
 _PLACEHOLDER_WORDS = (
     "example", "changeme", "change_me", "change-me", "placeholder", "your", "xxxx", "redacted",
     "dummy", "sample", "****", "<", ">", "${", "{{", "here", "replace", "insert", "environ",
-    "getenv", "none", "null", "undefined",
+    "getenv", "none", "null", "undefined", "#{", "%{",
 )  # fmt: skip
 # Values people leave in docs and local set-ups (compared lowercased).
 _DEFAULT_PASSWORDS = frozenset((
@@ -87,9 +113,22 @@ def _random_secret(match: re.Match[str]) -> bool:
     )
 
 
+# An unquoted value that is code or a URL: a call, an index, a template, `a.b.c`, a prefixed
+# string literal (`b'...'`: its quoted part is not found unquoted either).
+_CODE_VALUE = re.compile(
+    r"[(\[{]|://|^[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+$|^[bBrRuUfF]{1,2}[\"'`]"
+)
+
+
 def _random_bare_secret(match: re.Match[str]) -> bool:
-    """Unquoted values are also code (`token = next_token`): ask for a digit or a symbol."""
-    return _random_secret(match) and re.search(r"[0-9+/=~!@#%^&*\-]", _value(match)) is not None
+    """Unquoted values are also code (`token = next_token`, `key = get_key(user_id=42)`):
+    ask for a digit or a symbol, and no call, index, template, URL or dotted name."""
+    value = _value(match)
+    return (
+        _random_secret(match)
+        and re.search(r"[0-9+/=~!@#%^&*\-]", value) is not None
+        and _CODE_VALUE.search(value) is None
+    )
 
 
 def _url_password(match: re.Match[str]) -> bool:
@@ -143,8 +182,21 @@ _SECRET_NAME_ANCHORS = (
     "credential",
     "private",
 )
-_QUOTED_VALUE = r"""[A-Za-z0-9+/=_.~!@#$%^&*:;,?|(){}\[\]<>\-]{8,200}"""
-_BARE_VALUE = r"[A-Za-z0-9+/=_~!@#%^&*\-]{8,200}"
+# Whitespace as both engines see it (Python `re.ASCII`'s `\s` is ASCII only, Rust's is not):
+# spelled out, so that the Rust form of a value class stays a superset of the Python form.
+_SPACE = r" \t\n\r\f\v\x1c-\x1f\x85\xa0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def _quoted_value(quote: str) -> str:
+    """To the closing quote, backslash escapes honoured; no whitespace (prose, templates)."""
+    return rf"{quote}(?P<v>(?:[^{quote}\\{_SPACE}]|\\[^{_SPACE}]){{8,}}){quote}"
+
+
+_QUOTES = "\"'`"
+# An unquoted value ends at whitespace, `,`, `;`, a closing bracket, or an `&` that starts
+# another `name=` (a query string); trailing quotes close an enclosing string.
+_BARE_CHAR = rf"(?:[^{_SPACE},;&)\]}}>]|&(?![A-Za-z_][A-Za-z0-9_.\-]*=))"
+_BARE_VALUE = rf"(?P<v>(?![{_QUOTES}]){_BARE_CHAR}{{8,}}(?<![{_QUOTES}]))"
 _DB_SCHEMES = (
     r"(?i:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver"
     r"|oracle|cockroachdb|clickhouse|jdbc:[a-z]+|s?ftp|smtps?|ldaps?|https?)"
@@ -195,16 +247,13 @@ RULES: tuple[Rule, ...] = (
          _discord_user_id),
     Rule("connection_string_password",
          r"\b" + _DB_SCHEMES + r"://(?P<user>[A-Za-z0-9._%+\-]{0,64}):"
-         r"(?P<v>[A-Za-z0-9._~%!$&'()*+,;=\-]{1,128})@[A-Za-z0-9.\-\[\]]", _url_password),
+         r"(?P<v>[^/" + _SPACE + r"]{1,256})@[A-Za-z0-9.\-\[\]]", _url_password),
     Rule("generic_secret_assignment",
-         _SECRET_NAME + _ASSIGN + r"""(?:"(?P<v>""" + _QUOTED_VALUE + r')")',
-         _random_secret, _SECRET_NAME_ANCHORS),
+         _SECRET_NAME + _ASSIGN + _quoted_value('"'), _random_secret, _SECRET_NAME_ANCHORS),
     Rule("generic_secret_assignment",
-         _SECRET_NAME + _ASSIGN + r"""(?:'(?P<v>""" + _QUOTED_VALUE + r")')",
-         _random_secret, _SECRET_NAME_ANCHORS),
+         _SECRET_NAME + _ASSIGN + _quoted_value("'"), _random_secret, _SECRET_NAME_ANCHORS),
     Rule("generic_secret_assignment",
-         _SECRET_NAME + _ASSIGN + r"(?P<v>" + _BARE_VALUE + r")(?![A-Za-z0-9+/=_.~!@#%^&*(\[\-])",
-         _random_bare_secret, _SECRET_NAME_ANCHORS),
+         _SECRET_NAME + _ASSIGN + _BARE_VALUE, _random_bare_secret, _SECRET_NAME_ANCHORS),
 )  # fmt: skip
 
 SECRET_TYPES: tuple[str, ...] = tuple(dict.fromkeys(rule.type for rule in RULES))

@@ -17,6 +17,7 @@ UPPER_ALNUM = string.ascii_uppercase + string.digits
 HEX = "0123456789abcdef"
 B64 = ALNUM + "+/"
 URLSAFE = ALNUM + "-_"
+MIXED = ALNUM + '\\"%$€ü'  # characters a password may hold that token alphabets do not
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
     ),
     "connection_string_password": lambda r: (
         r.choice(["postgres://app:", "mysql://root:", "mongodb+srv://svc:", "redis://default:"]),
-        _chars(r, 16),
+        _chars(r, 1, string.ascii_letters) + _chars(r, 15, r.choice([ALNUM, MIXED + "@#"])),
         "@db.internal:5432/main",
     ),
     "generic_secret_assignment": lambda r: r.choice(
@@ -145,6 +146,9 @@ SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
             ('DB_PASSWORD="', _chars(r, 20, ALNUM + "!#%&*"), '"'),
             ("client_secret: ", _chars(r, 18) + str(r.randint(0, 9)), "\n"),
             ('{"api_key": "', _chars(r, 32, HEX), '"}'),
+            # Values with backslashes, quotes, `%`, `$` and non-ASCII letters: found whole.
+            ("password=", _chars(r, 1, string.ascii_letters) + _chars(r, 18, MIXED) + "7", "\n"),
+            ('"secret": "', f'{_chars(r, 8)}\\"{_chars(r, 8, ALNUM + "%ü")}', '"'),
         ]
     ),
 }

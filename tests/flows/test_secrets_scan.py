@@ -260,3 +260,101 @@ def test_gzip_files_are_read_by_their_inner_suffix(tmp_path, samples, name):
         1,
         [{"index": index, "findings": [finding]}],
     )
+
+
+def _raw_finding(raw: str, sample) -> dict:
+    start = raw.index(sample.value)
+    return {"type": sample.kind, "start": start, "end": start + len(sample.value)}
+
+
+def test_every_bad_jsonl_row_has_its_raw_line_scanned_and_a_finding_exits_1(tmp_path, samples):
+    """No text field, a list or a number as the text: bad rows, but never unscanned."""
+    github, stripe, jwt = samples["github_token"], samples["stripe_key"], samples["jwt"]
+    lines = [
+        json.dumps({"text": "clean"}),
+        json.dumps({"body": github.text}),  # no field 'text'
+        json.dumps({"text": ["a", stripe.text]}),  # a list
+        json.dumps({"text": 12, "note": jwt.text}),  # a number
+        json.dumps({"text": "still clean"}),
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+
+    result = _scan(path, "--json")
+
+    assert result.exit_code == 1
+    assert _json_lines(result.stdout) == [
+        {"index": 1, "findings": [_raw_finding(lines[1], github)], "raw": True},
+        {"index": 2, "findings": [_raw_finding(lines[2], stripe)], "raw": True},
+        {"index": 3, "findings": [_raw_finding(lines[3], jwt)], "raw": True},
+    ]
+    assert f"{path}: bad row 1: no field 'text'" in result.stderr
+    assert f"{path}: bad row 2: field 'text' is not a string" in result.stderr
+    assert f"{path}: bad row 3: field 'text' is not a string" in result.stderr
+    assert "scanned 5 rows (3 bad)" in result.stderr
+    _assert_no_secret_in(result, samples)
+
+
+def test_a_csv_row_with_the_wrong_number_of_fields_has_its_raw_lines_scanned(tmp_path, samples):
+    github, stripe = samples["github_token"], samples["stripe_key"]
+    rows = [
+        "1,clean",
+        f"2,clean,{github.text}",  # three fields
+        f'3,"two\nlines",{stripe.text}',  # three fields over two lines
+        "4,clean",
+    ]
+    path = tmp_path / "rows.csv"
+    path.write_text("id,text\r\n" + "\r\n".join(rows) + "\r\n")
+
+    result = _scan(path, "--json")
+
+    assert result.exit_code == 1
+    assert _json_lines(result.stdout) == [
+        {"index": 1, "findings": [_raw_finding(rows[1], github)], "raw": True},
+        {"index": 2, "findings": [_raw_finding(rows[2], stripe)], "raw": True},
+    ]
+    assert f"{path}: bad row 1: 3 fields, the header has 2" in result.stderr
+    assert f"{path}: bad row 2: 3 fields, the header has 2" in result.stderr
+    assert "scanned 4 rows (2 bad)" in result.stderr
+    _assert_no_secret_in(result, samples)
+
+
+def test_a_parquet_text_column_that_is_not_text_has_its_rows_scanned_as_json(tmp_path, samples):
+    github = samples["github_token"]
+    frame = pl.DataFrame({"id": [1, 2, 3], "body": [["a"], ["b", github.text], None]})
+    path = tmp_path / "rows.parquet"
+    frame.write_parquet(path)
+
+    result = _scan(path, "--text-field", "body", "--json")
+
+    raw = json.dumps({"id": 2, "body": ["b", github.text]}, separators=(",", ":"))
+    assert result.exit_code == 1
+    assert _json_lines(result.stdout) == [
+        {"index": 1, "findings": [_raw_finding(raw, github)], "raw": True}
+    ]
+    assert f"{path}: bad row 0: field 'body' is not a string" in result.stderr
+    assert f"{path}: bad row 1: field 'body' is not a string" in result.stderr
+    assert "scanned 3 rows (2 bad)" in result.stderr  # a null is not a bad row
+    _assert_no_secret_in(result, samples)
+
+
+def test_a_raw_finding_alone_exits_1_and_is_shown_as_a_raw_row(tmp_path, samples):
+    stripe = samples["stripe_key"]
+    line = json.dumps({"body": stripe.text})
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"text": "clean"}) + "\n" + line + "\n")
+
+    result = _scan(path)
+
+    assert result.exit_code == 1
+    row = next(line for line in result.stdout.splitlines() if "stripe_key" in line)
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    finding = _raw_finding(line, stripe)
+    assert cells == [
+        "1 (raw row)",
+        "stripe_key",
+        str(finding["start"]),
+        str(finding["end"]),
+        "sk_l…",
+    ]
+    _assert_no_secret_in(result, samples)

@@ -224,3 +224,64 @@ def test_duplicate_rows_get_the_same_findings():
         (0, sample.start, sample.end),
         (2, sample.start, sample.end),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # Unquoted: to the next whitespace, `,`, `;`, `&name=` or closing bracket.
+        ("password=pLIix6ME\\OLeMa61EqJom", "pLIix6ME\\OLeMa61EqJom"),
+        ("password=pLIix6ME\\OLeMa61EqJom next", "pLIix6ME\\OLeMa61EqJom"),
+        ('password=pLIix6ME"OLeMa61EqJom', 'pLIix6ME"OLeMa61EqJom'),
+        ("password=pLIix6ME$OLeMa61EqJom", "pLIix6ME$OLeMa61EqJom"),
+        ("secret: Xk9%mQ2p€Lq7zü, next", "Xk9%mQ2p€Lq7zü"),
+        ("token=Xk9mQ2pLq7:ä\\x;user=bob", "Xk9mQ2pLq7:ä\\x"),
+        ("https://h/cb?access_token=Xk9mQ2p\\Lq7&state=abc", "Xk9mQ2p\\Lq7"),
+        ("f(api_key=Xk9mQ2p\\Lq7)", "Xk9mQ2p\\Lq7"),
+        ("password=Xk9mQ2pLq7\u00a0next", "Xk9mQ2pLq7"),  # a no-break space ends it too
+        ('cmd = "mysql --password=Xk9mQ2p\\Lq7"', "Xk9mQ2p\\Lq7"),  # the string's quote
+        # Quoted: to the closing quote, backslash escapes honoured.
+        ('password = "pLIix6ME\\"OLeMa61EqJom"', 'pLIix6ME\\"OLeMa61EqJom'),
+        ("secret: 'Xk9#mQ2p\\'Lq7\\\\'", "Xk9#mQ2p\\'Lq7\\\\"),
+        ('{"api_key": "Xk9%mQ2p€Lq7z\\\\ü"}', "Xk9%mQ2p€Lq7z\\\\ü"),
+        ("DB_PASSWORD='Zq8\"w%Lm2€x'", 'Zq8"w%Lm2€x'),
+        # URL passwords: to the last `@` before the host.
+        ('postgres://app:Xk9\\mQ2p"Lq@db.internal/main', 'Xk9\\mQ2p"Lq'),
+        ("mysql://root:p@ss#w0rd€@db.internal/main", "p@ss#w0rd€"),
+        ("redis://:Zq8^w%Lm2@cache:6379/0", "Zq8^w%Lm2"),
+    ],
+)
+def test_the_span_covers_the_whole_value_and_masking_leaves_none_of_it(text, value):
+    findings = _findings([text])
+    start = text.index(value)
+    assert [(f["start"], f["end"]) for f in findings] == [(start, start + len(value))]
+    masked = mask_secrets(text, findings)
+    assert masked == text[:start] + f"<SECRET:{findings[0]['type']}>" + text[start + len(value) :]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password=hunter2",  # 7 characters: below the minimum
+        "password=hunter22",  # 8 characters, 7 distinct: below 3 bits per character
+        'secret: "Don\'t tell anyone, 42!"',  # a quoted value with spaces is prose
+        "token = get_token(user_id=42)",  # unquoted code: a call
+        "api_key = settings.API_KEY_V2",  # a dotted name
+        "token: http://foo.bar/baz1",  # a URL
+        "secret = tokens[idx_2]",  # an index
+        "token={user_token_v2}",  # a template field
+        "password=b'password1'",  # a prefixed string literal
+        "password=\"#{ENV.fetch('DB_PW')}\"",  # interpolation
+    ],
+)
+def test_short_values_code_and_prose_after_a_secret_name_are_not_secrets(text):
+    assert _findings([text]) == []
+
+
+@pytest.mark.parametrize("kind", ["generic_secret_assignment", "connection_string_password"])
+def test_assigned_values_and_url_passwords_of_any_alphabet_are_found_whole(kind):
+    rng = random.Random(17)
+    samples = [secret_sample(kind, rng) for _ in range(60)]
+    found = {(f["index"], f["start"], f["end"]) for f in _findings([s.text for s in samples])}
+    assert found == {(i, s.start, s.end) for i, s in enumerate(samples)}
+    assert any("\\" in s.value for s in samples) and any('"' in s.value for s in samples)
