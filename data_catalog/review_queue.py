@@ -23,6 +23,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from data_catalog import tables
 from data_catalog.catalog import Catalog, now
 from pipeline.errors import DataError
+from pipeline.schema import REVIEW_DECISION_SCHEMA
 
 STATUSES = ("pending", "approved", "rejected")
 DECISIONS = ("approved", "rejected")
@@ -146,16 +147,7 @@ def decisions_frame(catalog: Catalog) -> pl.DataFrame:
     ).where(table.c.status.in_(DECISIONS))
     with catalog.engine.connect() as connection:
         rows = [tuple(row) for row in connection.execute(query)]
-    schema = {
-        "item_id": pl.Int64,
-        "record_id": pl.String,
-        "source_content_hash": pl.String,
-        "review_hash": pl.String,
-        "reason": pl.String,
-        "status": pl.String,
-        "reviewer": pl.String,
-    }
-    return pl.DataFrame(rows, schema=schema, orient="row")
+    return pl.DataFrame(rows, schema=REVIEW_DECISION_SCHEMA, orient="row")
 
 
 def _when(moment: datetime | None) -> str:

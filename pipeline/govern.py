@@ -26,7 +26,7 @@ import polars as pl
 from pipeline import content_findings, ledger, reasons
 from pipeline.config import PolicyConfig
 from pipeline.identity import xxh3_128_hex
-from pipeline.schema import REVIEW_ITEM_SCHEMA
+from pipeline.schema import REVIEW_DECISION_SCHEMA, REVIEW_ITEM_SCHEMA
 from pipeline.secrets import mask_secrets
 from pipeline.stage import DELETION_KINDS, RunContext, StageResult
 from pipeline.terms import DROP, QUARANTINE, terms_flags, terms_table
@@ -38,15 +38,6 @@ _FLAG_SCHEMA = {
     "action": pl.String,  # drop | quarantine
     "evidence": pl.String,
     "rank": pl.Int32,  # lower decides first
-}
-_DECISION_SCHEMA = {
-    "item_id": pl.Int64,
-    "record_id": pl.String,
-    "source_content_hash": pl.String,
-    "review_hash": pl.String,
-    "reason": pl.String,
-    "status": pl.String,
-    "reviewer": pl.String,
 }
 
 
@@ -169,8 +160,8 @@ def _deletion_flags(
 
 def _reviewer_decisions(decisions: pl.DataFrame | None, status: str) -> pl.DataFrame:
     if decisions is None:
-        return pl.DataFrame(schema=_DECISION_SCHEMA)
-    return decisions.cast(_DECISION_SCHEMA).filter(pl.col("status") == status)
+        return pl.DataFrame(schema=REVIEW_DECISION_SCHEMA)
+    return decisions.cast(REVIEW_DECISION_SCHEMA).filter(pl.col("status") == status)
 
 
 def _rejection_flags(

@@ -52,6 +52,19 @@ REVIEW_ITEM_SCHEMA = pl.Schema(
     }
 )
 
+# A reviewer's decision as the governance stage reads it (RunContext.review_decisions).
+REVIEW_DECISION_SCHEMA = pl.Schema(
+    {
+        "item_id": pl.Int64,
+        "record_id": pl.String,
+        "source_content_hash": pl.String,
+        "review_hash": pl.String,
+        "reason": pl.String,
+        "status": pl.String,  # approved | rejected
+        "reviewer": pl.String,
+    }
+)
+
 
 def schema_description(schema: pl.Schema) -> list[dict[str, str]]:
     """The schema as plain data, as written into manifests and hashed into dataset hashes."""

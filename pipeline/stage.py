@@ -26,8 +26,7 @@ class RunContext:
     parent_splits: pl.LazyFrame | None = None
     # Open deletion requests (columns: request_id, kind, value), kind one of DELETION_KINDS.
     deletions: pl.DataFrame | None = None
-    # Reviewer decisions (columns: item_id, record_id, source_content_hash, reason, status,
-    # reviewer), status `approved` or `rejected`.
+    # Reviewer decisions (REVIEW_DECISION_SCHEMA).
     review_decisions: pl.DataFrame | None = None
 
 
