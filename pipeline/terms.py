@@ -52,11 +52,17 @@ def terms_table(
     return pl.DataFrame(rows, schema=TERMS_SCHEMA, orient="row")
 
 
+# When a record fails several checks with the same action, the first in this order decides.
+CHECK_ORDER = (reasons.LICENSE_NOT_ALLOWED, reasons.LICENSE_UNKNOWN, reasons.CONSENT_MISSING,
+               reasons.USE_NOT_ALLOWED)  # fmt: skip
+
+
 def terms_flags(records: pl.DataFrame, terms: pl.DataFrame) -> pl.DataFrame:
-    """(record_id, reason, action, evidence) for every failing check of every record."""
+    """(record_id, reason, action, evidence, order) for every failing check of every record."""
     failing = terms.filter(pl.col("reason").is_not_null())
+    order = pl.col("reason").replace_strict(CHECK_ORDER, list(range(len(CHECK_ORDER))))
     return records.join(failing, on=["source", "license", "consent"]).select(
-        "record_id", "reason", "action", "evidence"
+        "record_id", "reason", "action", "evidence", order.alias("order")
     )
 
 

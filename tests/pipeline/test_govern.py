@@ -370,6 +370,18 @@ def test_deletion_requests_drop_matching_records_before_anything_else(tmp_path, 
     assert result.review_items.height == (0 if kind == "source" else 1)
 
 
+def test_of_several_failed_terms_the_license_decides(tmp_path):
+    rows = {"nc": [row(i, f"message {i}") for i in range(20)]}
+    sources = {"nc": source("nc", license="CC-BY-NC-4.0", allowed_uses=["research"])}
+    kept, events, _ = run_govern(tmp_path, rows, sources=sources)
+    terminal = events.filter(pl.col("terminal"))
+    assert set(terminal["reason"]) == {"license_not_allowed"} and terminal.height == 20
+    assert json.loads(terminal["evidence"][0])["flags"] == [
+        "license_not_allowed",
+        "use_not_allowed",
+    ]
+
+
 def test_a_drop_outranks_a_quarantine_and_the_evidence_lists_every_flag(tmp_path):
     rows = {"nc": [row(1, f"token {github_token()}")]}
     sources = {"nc": source("nc", license="CC-BY-NC-4.0")}
