@@ -47,7 +47,6 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
         "record_id", "source", "source_content_hash", "license", "consent",
         *content_findings.SCANNED_FIELDS,
     ).collect()  # fmt: skip
-    records = records.with_columns(_review_hash(records))
     metadata_names = sorted(
         {name for source in sources.values() for name in source.fields.metadata}
     )
@@ -112,11 +111,14 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
 # flags --------------------------------------------------------------------------------------
 
 
-def _review_hash(records: pl.DataFrame) -> pl.Series:
-    """xxh3-128 of everything a reviewer sees of a record: its decision holds for exactly that."""
+def _with_review_hash(records: pl.DataFrame) -> pl.DataFrame:
+    """Add the xxh3-128 of everything a reviewer sees of a record: a decision holds for
+    exactly that. Computed only for the few records a decision may concern."""
     parts = ["text", "metadata", "group", "label", "license", "consent"]
     joined = pl.concat_str([pl.col(p).fill_null("") for p in parts], separator="\x1f")
-    return xxh3_128_hex(records.select(joined).to_series()).alias("review_hash")
+    return records.with_columns(
+        xxh3_128_hex(records.select(joined).to_series()).alias("review_hash")
+    )
 
 
 def _ranked(flags: pl.DataFrame, order: int | pl.Expr) -> pl.DataFrame:
@@ -173,10 +175,12 @@ def _rejection_flags(
     label and terms is dropped under any record id."""
     rejected = (
         _reviewer_decisions(decisions, "rejected")
-        .group_by("review_hash")
+        .group_by("source_content_hash", "review_hash")
         .agg(pl.col("item_id").min(), pl.col("reviewer").sort_by("item_id").first())
     )
-    return records.join(rejected, on="review_hash").select(
+    same_text = records.join(rejected, on="source_content_hash", how="semi")
+    candidates = _with_review_hash(same_text)
+    return candidates.join(rejected, on=["source_content_hash", "review_hash"]).select(
         "record_id",
         pl.lit(reasons.REVIEW_REJECTED).alias("reason"),
         pl.lit(DROP).alias("action"),
@@ -192,12 +196,13 @@ def _lift_approved(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Remove the quarantine flags a reviewer approved for this record and this content."""
     approved = _reviewer_decisions(decisions, "approved").drop("status")
-    keyed = flags.join(
-        records.select("record_id", "source_content_hash", "review_hash"), on="record_id"
+    quarantined = flags.filter(pl.col("action") == QUARANTINE)
+    flagged = records.join(quarantined, on="record_id", how="semi")
+    keyed = quarantined.join(
+        _with_review_hash(flagged).select("record_id", "source_content_hash", "review_hash"),
+        on="record_id",
     )
-    lifted = keyed.filter(pl.col("action") == QUARANTINE).join(
-        approved, on=["record_id", "source_content_hash", "reason", "review_hash"]
-    )
+    lifted = keyed.join(approved, on=["record_id", "source_content_hash", "reason", "review_hash"])
     remaining = flags.join(
         lifted.select("record_id", "reason"), on=["record_id", "reason"], how="anti"
     )
@@ -269,7 +274,7 @@ def _review_items(
         quarantined, on="record_id", how="semi"
     )
     shown = records.join(items.select("record_id").unique(), on="record_id", how="semi")
-    shown = shown.with_columns(
+    shown = _with_review_hash(shown).with_columns(
         *(
             pl.Series(column, _masked(shown, secrets, column), dtype=pl.String)
             for column in content_findings.SCANNED_FIELDS
