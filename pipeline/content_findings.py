@@ -12,6 +12,7 @@ already has a list of candidate addresses from testing them.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import polars as pl
@@ -19,7 +20,7 @@ import xxhash
 
 from pipeline.config import PolicyConfig
 from pipeline.identity import xxh3_128_hex
-from pipeline.personal_data import find_personal_data, redact_personal_data
+from pipeline.personal_data import PERSONAL_DATA_TYPES, find_personal_data, redact_personal_data
 from pipeline.secrets import SECRET_TYPES, find_secrets, mask_secrets
 
 SCANNED_FIELDS = ("text", "metadata", "group", "label")
@@ -53,7 +54,16 @@ def secret_findings(
 def personal_findings(
     records: pl.DataFrame, cfg: PolicyConfig, metadata_names: list[str]
 ) -> pl.DataFrame:
-    return _findings(records, find_personal_data, cfg, metadata_names)
+    """Only the types some source's policy acts on are looked for: `keep` costs nothing."""
+    acted = _actions(records, cfg).filter(
+        pl.col("action") != "keep", pl.col("type").is_in(PERSONAL_DATA_TYPES)
+    )
+    types = sorted(set(acted["type"]))
+    if not types:
+        return pl.DataFrame(schema=FINDING_SCHEMA)
+    return _findings(
+        records, functools.partial(find_personal_data, types=types), cfg, metadata_names
+    )
 
 
 def scanned_values(records: pl.DataFrame, metadata_names: list[str]) -> dict[str, pl.Series]:

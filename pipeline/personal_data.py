@@ -21,9 +21,11 @@ What counts (and what is left out on purpose):
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import string
+from collections.abc import Iterable
 
 import polars as pl
 
@@ -158,13 +160,19 @@ RULES: tuple[Rule, ...] = (
          r"[2-9][0-9]{2}[\-. ][0-9]{4}" + _NOT_BEFORE_DIGITS, _phone),
 )  # fmt: skip
 
-_SCANNER = SpanScanner(RULES)
+
+@functools.cache
+def _scanner(types: frozenset[str]) -> SpanScanner:
+    return SpanScanner([rule for rule in RULES if rule.type in types])
 
 
-def find_personal_data(texts: pl.Series) -> pl.DataFrame:
-    """One row per finding: index (UInt32, position in `texts`), type, start, end (character
-    offsets, end exclusive); sorted by index, start. Nulls have no findings."""
-    return _SCANNER.scan(texts)
+def find_personal_data(
+    texts: pl.Series, types: Iterable[str] = PERSONAL_DATA_TYPES
+) -> pl.DataFrame:
+    """One row per finding of the given types: index (UInt32, position in `texts`), type,
+    start, end (character offsets, end exclusive); sorted by index, start. Nulls have no
+    findings."""
+    return _scanner(frozenset(types)).scan(texts)
 
 
 def redact_personal_data(text: str, findings: list[dict]) -> str:

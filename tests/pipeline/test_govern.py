@@ -393,3 +393,13 @@ def test_a_drop_outranks_a_quarantine_and_the_evidence_lists_every_flag(tmp_path
     assert ledger.counts_by_reason(events.lazy(), terminal=True) == {
         "dropped": {"license_not_allowed": 1}
     }
+
+
+def test_types_every_source_keeps_are_not_looked_for(tmp_path):
+    rows = {"open": [row(1, "mail jane.doe@example.org or call +44 20 7946 0958")]}
+    _, _, default = run_govern(tmp_path / "a", rows)
+    assert default.stats["personal_data_by_type"] == {"email": 1, "phone": 1}
+    policy = {"personal_data": {"email": "keep"}}
+    kept, _, only_phone = run_govern(tmp_path / "b", rows, policy=policy)
+    assert only_phone.stats["personal_data_by_type"] == {"phone": 1}
+    assert kept["text"].to_list() == ["mail jane.doe@example.org or call <PHONE>"]
