@@ -113,9 +113,7 @@ class Catalog:
                 raise DataError("`latest` needs a dataset name")
             found = self.latest(name)
             if found is None:
-                raise DataError(
-                    f"dataset {name!r} has no published version yet; run `thresher run` first"
-                )
+                raise DataError(self._no_latest(name))
             return found
         query = select(tables.versions).where(
             tables.versions.c.dataset_hash.startswith(ref.lower())
@@ -131,6 +129,20 @@ class Catalog:
         if len(rows) > 1:
             raise DataError(f"{ref!r} matches more than one version; give more of the hash")
         return VersionRecord(**rows[0])
+
+    def _no_latest(self, name: str) -> str:
+        versions = self.versions(name)
+        if versions:  # all of them withdrawn
+            return (
+                f"dataset {name!r} has no published version: all {len(versions)} of its "
+                "versions were withdrawn (`thresher catalog list`); run it again to publish one"
+            )
+        if any(v.dataset_hash.startswith(name.lower()) for v in self.versions()):
+            return (
+                f"{name!r} is a version hash, not a dataset name: "
+                "open_version(workdir, NAME, HASH) opens a version by hash"
+            )
+        return f"dataset {name!r} has no published version yet; run `thresher run` first"
 
     def shards(self, dataset_hash: str) -> list[dict[str, Any]]:
         query = (

@@ -162,7 +162,7 @@ def catalog_list(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List published versions, newest last."""
+    """List versions (published and withdrawn, with the reason), newest last."""
     catalog = open_catalog(workdir, config)
     versions = catalog.versions(name)
     latest = {v.name: catalog.latest(v.name) for v in versions}
@@ -180,10 +180,17 @@ def catalog_list(
             " ".join(f"{k}={v}" for k, v in version.split_counts.items()),
             (version.parent_hash or "-")[:12],
             f"{version.created_at:%Y-%m-%d %H:%M:%S}",
-            version.status,
+            _status(version),
         )
     if not as_json:
         Console().print(table)
+
+
+def _status(version) -> str:
+    if version.status != "withdrawn":
+        return version.status
+    purged = ", shards purged" if version.purged_at else ""
+    return f"withdrawn: {version.status_reason}{purged}"
 
 
 @catalog_app.command("show")

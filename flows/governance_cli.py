@@ -5,6 +5,7 @@ requests (`thresher forget`), and withdrawn versions (`thresher catalog affected
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated
 
 import typer
@@ -108,7 +109,9 @@ def review_show(
         )
 
 
-def _decide(decision: str, ids: list[int], reviewer: str, note: str, workdir, config) -> None:
+def _decide(
+    decision: str, ids: list[int], reviewer: str, note: str, workdir, config, as_json: bool
+) -> None:
     from data_catalog import review_queue
 
     if not reviewer.strip():
@@ -122,8 +125,12 @@ def _decide(decision: str, ids: list[int], reviewer: str, note: str, workdir, co
         if isinstance(outcome, review_queue.Conflict):
             conflicts += 1
             stderr.print(f"[yellow]conflict:[/] {outcome.message}", highlight=False)
+            if as_json:
+                emit({"item_id": item_id, "decided": False, "conflict": outcome.message})
         else:
             stderr.print(f"item {item_id}: {decision} by {reviewer}", highlight=False)
+            if as_json:
+                emit({"item_id": item_id, "decided": True, "decision": decision})
     if conflicts:
         raise typer.Exit(1)
 
@@ -135,10 +142,11 @@ def review_approve(
     note: NoteOption,
     workdir: WorkdirOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Approve items: their records pass governance on the next run (exit 1 if any item was
     already decided)."""
-    _decide("approved", ids, reviewer, note, workdir, config)
+    _decide("approved", ids, reviewer, note, workdir, config, as_json)
 
 
 @review_app.command("reject")
@@ -148,9 +156,10 @@ def review_reject(
     note: NoteOption,
     workdir: WorkdirOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Reject items: their content is dropped by every later run and never queued again."""
-    _decide("rejected", ids, reviewer, note, workdir, config)
+    _decide("rejected", ids, reviewer, note, workdir, config, as_json)
 
 
 def forget(
@@ -159,7 +168,13 @@ def forget(
         str | None, typer.Option("--source", help="Every record of a source.")
     ] = None,
     group: Annotated[str | None, typer.Option("--group", help="Every record of a group.")] = None,
-    record_id: Annotated[str | None, typer.Option("--record-id", help="One record.")] = None,
+    record_id: Annotated[
+        str | None, typer.Option("--record-id", help="One record, by its 32-hex record_id.")
+    ] = None,
+    source_id: Annotated[
+        str | None,
+        typer.Option("--id", help="One record, by the id it has in its source (with --source)."),
+    ] = None,
     content_hash: Annotated[
         str | None, typer.Option("--content-hash", help="Records with this text (either hash).")
     ] = None,
@@ -173,7 +188,17 @@ def forget(
 ) -> None:
     """Record a deletion request: every later run drops the matching records."""
     from data_catalog import deletions
+    from pipeline.identity import record_id_of
 
+    if source_id is not None:  # the record's id in its source names one record of it
+        if source is None:
+            fail("--id names a record by its id in a source: give the source too (--source S)")
+        record_id, source = record_id_of(source, source_id), None
+    if record_id is not None and not re.fullmatch(r"[0-9a-f]{32}", record_id):
+        fail(
+            f"{record_id!r} is not a record_id (32 hex digits, as in the shards and the ledger); "
+            "to name a record by the id it has in its source, use --source S --id ID"
+        )
     named = {
         kind: value
         for kind, value in (
@@ -257,17 +282,37 @@ def catalog_withdraw(
     reason: Annotated[str, typer.Option("--reason", help="Why (shown wherever it is listed).")],
     workdir: WorkdirOption = None,
     config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Withdraw a version: it stays listed with the reason; opening or training on it is refused."""
     catalog, version = find_version(ref, workdir, config)
-    withdrawn = checked(catalog.withdraw, version.dataset_hash, reason)
-    stderr.print(f"withdrew {withdrawn.dataset_hash[:16]} ({withdrawn.status_reason})")
+    if version.status == "withdrawn":
+        stderr.print(
+            f"{version.dataset_hash[:16]} was already withdrawn on {version.withdrawn_at:%Y-%m-%d} "
+            f"({version.status_reason}); nothing changed"
+        )
+    else:
+        version = checked(catalog.withdraw, version.dataset_hash, reason)
+        stderr.print(f"withdrew {version.dataset_hash[:16]} ({version.status_reason})")
+    if as_json:
+        emit(version.__dict__)
 
 
 def catalog_purge(
-    ref: RefArgument, workdir: WorkdirOption = None, config: ConfigOption = None
+    ref: RefArgument,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Delete the shards of a withdrawn version; its manifest and ledger stay as the record."""
     catalog, version = find_version(ref, workdir, config)
-    purged = checked(catalog.purge, version.dataset_hash)
-    stderr.print(f"purged the shards of {purged.dataset_hash[:16]}; manifest and ledger kept")
+    if version.purged_at is not None:
+        stderr.print(
+            f"the shards of {version.dataset_hash[:16]} were already purged on "
+            f"{version.purged_at:%Y-%m-%d}; nothing changed"
+        )
+    else:
+        version = checked(catalog.purge, version.dataset_hash)
+        stderr.print(f"purged the shards of {version.dataset_hash[:16]}; manifest and ledger kept")
+    if as_json:
+        emit(version.__dict__)

@@ -74,6 +74,8 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
     if late.height:
         flags, decided = pl.concat([flags, late]), pl.concat([decided, late])
         edits = edits.join(late, on="record_id", how="anti")
+    # an approval counts only for a record that goes on (a deletion request may still drop it)
+    approvals = approvals.join(decided, on="record_id", how="anti")
     published_terms = terms.select(
         "source", "license", "consent", "published_license", "published_consent"
     ).unique()

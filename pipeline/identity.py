@@ -35,3 +35,8 @@ def record_key(source: str | pl.Expr, *parts: pl.Expr) -> pl.Expr:
     """The string that a record_id hashes: source and key parts joined by KEY_SEPARATOR."""
     source = pl.lit(source) if isinstance(source, str) else source
     return pl.concat_str([source, *parts], separator=KEY_SEPARATOR)
+
+
+def record_id_of(source: str, source_id: str) -> str:
+    """The record_id of the record with id `source_id` in `source` (as ingest computes it)."""
+    return xxh3_128_hex(pl.Series([f"{source}{KEY_SEPARATOR}{source_id}"]))[0]

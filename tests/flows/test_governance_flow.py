@@ -142,8 +142,10 @@ def test_review_round_trip_and_a_second_nightly_run(tmp_path, sms_spam):
         "a test fixture",
         "-w",
         workdir,
+        "--json",
     )
     assert ok.exit_code == 0 and f"item {approved}: approved by ana" in ok.stderr
+    assert json.loads(ok.stdout) == {"item_id": approved, "decided": True, "decision": "approved"}
     assert (
         thresher(
             "review", "reject", rejected, "--reviewer", "bo", "--note", "live key", "-w", workdir
@@ -270,6 +272,12 @@ def test_forget_rerun_affected_withdraw_and_purge(tmp_path, sms_spam):
 
     purged = thresher("catalog", "purge", first["dataset_hash"][:12], "-w", workdir)
     assert purged.exit_code == 0
+    again = thresher("catalog", "purge", first["dataset_hash"][:12], "-w", workdir)
+    assert again.exit_code == 0 and "already purged" in again.stderr
+    rewithdraw = thresher(
+        "catalog", "withdraw", first["dataset_hash"], "--reason", "new", "-w", workdir
+    )
+    assert "already withdrawn" in rewithdraw.stderr and "nothing changed" in rewithdraw.stderr
     path = Path(first["paths"]["version"])
     assert not (path / "data").exists() and (path / "manifest.json").exists()
     verify = thresher("catalog", "verify", first["dataset_hash"], "-w", workdir)
@@ -279,8 +287,14 @@ def test_forget_rerun_affected_withdraw_and_purge(tmp_path, sms_spam):
     assert {json.loads(line)["dataset_hash"] for line in still.stdout.splitlines()} == {
         first["dataset_hash"], second["dataset_hash"]
     }  # fmt: skip
+    not_an_id = thresher("forget", "--record-id", "sms-5", "--reason", "x", "-w", workdir)
+    assert not_an_id.exit_code == 2 and "use --source S --id ID" in not_an_id.stderr
+    by_source_id = thresher(
+        "forget", "--source", "sms", "--id", "sms-5", "--reason", "x", "-w", workdir, "--json"
+    )
+    assert json.loads(by_source_id.stdout)["kind"] == "record_id"
     third = run_json(config)  # parent: none published, so splits come from the hash again
-    assert third["parent_version"] is None and third["reasons"]["dropped"]["deletion_request"] == 8
+    assert third["parent_version"] is None and third["reasons"]["dropped"]["deletion_request"] == 9
     assert Catalog.open(workdir).latest("test-set").dataset_hash == third["dataset_hash"]
 
 

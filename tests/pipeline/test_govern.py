@@ -403,3 +403,14 @@ def test_types_every_source_keeps_are_not_looked_for(tmp_path):
     kept, _, only_phone = run_govern(tmp_path / "b", rows, policy=policy)
     assert only_phone.stats["personal_data_by_type"] == {"phone": 1}
     assert kept["text"].to_list() == ["mail jane.doe@example.org or call <PHONE>"]
+
+
+def test_record_id_of_names_a_record_by_its_source_id(tmp_path):
+    from pipeline.identity import record_id_of
+
+    run_govern(tmp_path, {"open": [row(1, "one"), row(2, "two")]})
+    ingested = pl.read_parquet(tmp_path / "in" / "*.parquet").sort("location")
+    assert ingested["record_id"].to_list() == [
+        record_id_of("open", "r1"),
+        record_id_of("open", "r2"),
+    ]
