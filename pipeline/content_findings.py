@@ -21,7 +21,7 @@ import xxhash
 from pipeline.config import PolicyConfig
 from pipeline.identity import xxh3_128_hex
 from pipeline.personal_data import PERSONAL_DATA_TYPES, find_personal_data, redact_personal_data
-from pipeline.secrets import SECRET_TYPES, find_secrets, mask_secrets
+from pipeline.secrets import SECRET_TYPES, find_secrets
 
 SCANNED_FIELDS = ("text", "metadata", "group", "label")
 MAX_EVIDENCE_FINDINGS = 20
@@ -198,16 +198,46 @@ def redact_metadata(metadata: str, findings: list[dict]) -> str:
     return rewrite_metadata(metadata, findings, redact_personal_data)
 
 
-def mask_metadata(metadata: str, findings: list[dict]) -> str:
-    return rewrite_metadata(metadata, findings, mask_secrets)
+# Personal data the review queue never shows whole: only the last 4 characters stay.
+FINANCIAL_TYPES = ("credit_card", "iban")
+
+
+def mask_for_review(value: str, findings: list[dict]) -> str:
+    """What a reviewer sees: each secret as `<SECRET:type>`, each card number or IBAN as
+    `<CREDIT_CARD …1111>` (the last 4 characters, as on a receipt)."""
+
+    def label(finding: dict, found: str) -> str:
+        if finding["type"] in FINANCIAL_TYPES:
+            tail = "".join(char for char in found if char.isalnum())[-4:]
+            return f"<{finding['type'].upper()} …{tail}>"
+        return f"<SECRET:{finding['type']}>"
+
+    return _replace(value, findings, label)
+
+
+def mask_metadata_for_review(metadata: str, findings: list[dict]) -> str:
+    return rewrite_metadata(metadata, findings, mask_for_review)
 
 
 def pseudonymize(value: str, findings: list[dict]) -> str:
     """Replace each span with `<TYPE:hash>`: the same address always gives the same pseudonym."""
-    for finding in sorted(findings, key=lambda f: f["start"], reverse=True):
+
+    def label(finding: dict, found: str) -> str:
+        return f"<{finding['type'].upper()}:{xxhash.xxh3_64_hexdigest(found.encode())[:12]}>"
+
+    return _replace(value, findings, label)
+
+
+def _replace(value: str, findings: list[dict], label) -> str:
+    """Replace spans right to left with `label(finding, found text)`; an overlapping span
+    (a secret inside a card-like number, say) is skipped after the first."""
+    boundary = len(value) + 1
+    for finding in sorted(findings, key=lambda f: (f["start"], f["end"]), reverse=True):
         start, end = finding["start"], finding["end"]
-        digest = xxhash.xxh3_64_hexdigest(value[start:end].encode())[:12]
-        value = f"{value[:start]}<{finding['type'].upper()}:{digest}>{value[end:]}"
+        if end > boundary:
+            continue
+        value = value[:start] + label(finding, value[start:end]) + value[end:]
+        boundary = start
     return value
 
 

@@ -27,7 +27,6 @@ from pipeline import content_findings, ledger, reasons
 from pipeline.config import PolicyConfig
 from pipeline.identity import xxh3_128_hex
 from pipeline.schema import REVIEW_DECISION_SCHEMA, REVIEW_ITEM_SCHEMA
-from pipeline.secrets import mask_secrets
 from pipeline.stage import DELETION_KINDS, RunContext, StageResult
 from pipeline.terms import DROP, QUARANTINE, terms_flags, terms_table
 
@@ -101,7 +100,10 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
             *_terminal_events(decided, flags, records),
         ]
     )
-    review_items = _review_items(flags, decided, records, secrets)
+    hidden = pl.concat(
+        [secrets, personal.filter(pl.col("type").is_in(content_findings.FINANCIAL_TYPES))]
+    )
+    review_items = _review_items(flags, decided, records, hidden)
     return StageResult(
         frame=kept,
         events=events,
@@ -268,9 +270,10 @@ def _terminal_events(
 
 
 def _review_items(
-    flags: pl.DataFrame, decided: pl.DataFrame, records: pl.DataFrame, secrets: pl.DataFrame
+    flags: pl.DataFrame, decided: pl.DataFrame, records: pl.DataFrame, hidden: pl.DataFrame
 ) -> pl.DataFrame:
-    """One item per quarantine flag of each quarantined record, its secrets masked."""
+    """One item per quarantine flag of each quarantined record, with its secrets, card numbers
+    and IBANs masked (`hidden`: those findings)."""
     quarantined = decided.filter(pl.col("action") == QUARANTINE).select("record_id")
     items = flags.filter(pl.col("action") == QUARANTINE).join(
         quarantined, on="record_id", how="semi"
@@ -278,7 +281,7 @@ def _review_items(
     shown = records.join(items.select("record_id").unique(), on="record_id", how="semi")
     shown = _with_review_hash(shown).with_columns(
         *(
-            pl.Series(column, _masked(shown, secrets, column), dtype=pl.String)
+            pl.Series(column, _masked(shown, hidden, column), dtype=pl.String)
             for column in content_findings.SCANNED_FIELDS
         ),
         xxh3_128_hex(shown["group"]).alias("group_hash"),
@@ -290,13 +293,18 @@ def _review_items(
     )
 
 
-def _masked(shown: pl.DataFrame, secrets: pl.DataFrame, column: str) -> list[str | None]:
-    """The column's values with their secrets masked (metadata: each value, then re-encoded)."""
+def _masked(shown: pl.DataFrame, hidden: pl.DataFrame, column: str) -> list[str | None]:
+    """The column's values with the hidden findings masked (metadata: each value, then
+    re-encoded)."""
     in_column = pl.col("field").str.starts_with(f"{column}.") | (pl.col("field") == column)
     spans: dict[str, list[dict[str, Any]]] = {}
-    for finding in secrets.filter(in_column).iter_rows(named=True):
+    for finding in hidden.filter(in_column).iter_rows(named=True):
         spans.setdefault(finding["record_id"], []).append(finding)
-    mask = content_findings.mask_metadata if column == "metadata" else mask_secrets
+    mask = (
+        content_findings.mask_metadata_for_review
+        if column == "metadata"
+        else content_findings.mask_for_review
+    )
     return [
         mask(value, spans[record_id]) if record_id in spans and value else value
         for record_id, value in zip(shown["record_id"], shown[column], strict=True)

@@ -219,6 +219,9 @@ def test_personal_data_is_redacted_in_place_or_quarantined_by_type(tmp_path):
         "findings"
     ] == [{"type": "email", "field": "text", "offset": 9, "length": 20}]
     assert result.stats["redacted_records"] == 2
+    # the reviewer sees the card's last 4 digits, as on a receipt, never the number
+    (item,) = result.review_items.iter_rows(named=True)
+    assert item["text"] == "my card is <CREDIT_CARD …1111> thanks"
 
 
 def test_every_published_field_is_scanned(tmp_path):
