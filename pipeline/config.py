@@ -10,6 +10,7 @@ import codecs
 import hashlib
 import json
 import os
+import re
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -172,6 +173,17 @@ class LicensePolicy(Strict):
         description="extra or overriding entries of the license table, e.g. LicenseRef-x: permissive",
     )
 
+    @field_validator("classes")
+    @classmethod
+    def _single_license_ids(cls, classes: dict[str, str]) -> dict[str, str]:
+        for key in classes:
+            if not re.fullmatch(r"LicenseRef-[A-Za-z0-9.-]+|[A-Za-z0-9.+-]+", key):
+                raise ValueError(
+                    f"{key!r} is not one license id: write an SPDX id (Apache-2.0) or "
+                    "LicenseRef-<name>"
+                )
+        return classes
+
     def conflicts(self) -> list[str]:
         return sorted(set(self.allow) & set(self.quarantine))
 
@@ -281,12 +293,6 @@ class RunConfig(Strict):
             repeated = sorted({name for name in names if names.count(name) > 1})
             if repeated:
                 raise ValueError(f"source names must be unique; repeated: {', '.join(repeated)}")
-            unknown = sorted(set(self.policy.sources) - set(names))
-            if unknown:
-                raise ValueError(
-                    f"policy.sources names no declared source: {', '.join(unknown)} "
-                    f"(declared: {', '.join(names)})"
-                )
         return self
 
 
@@ -330,6 +336,14 @@ def load_run_config(path: str | Path) -> RunConfig:
         cfg = RunConfig.model_validate(raw)
     except ValidationError as error:
         raise ConfigError(_explain(error, path, raw, lines)) from None
+    declared = [source.name for source in cfg.source_list]
+    unknown = [name for name in cfg.policy.sources if name not in declared]
+    if unknown:
+        line = lines.get(("policy", "sources", unknown[0]))
+        raise ConfigError(
+            f"invalid config:\n  {path}:{line}: policy.sources.{unknown[0]}: no source of this "
+            f"name is declared (declared: {', '.join(declared)})"
+        )
     workdir = (base / cfg.workdir).resolve()
     return cfg.model_copy(update={"workdir": str(workdir)})
 
@@ -388,7 +402,9 @@ def _explain(error: ValidationError, path: Path, root: Any, lines: dict, at: tup
         line = next(
             (lines[loc[:end]] for end in range(len(loc), -1, -1) if loc[:end] in lines), None
         )
-        message = item["msg"]
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "literal_error":
+            message += f" (got {item['input']!r})"
         if item["type"] == "extra_forbidden":
             message = "unknown key (check its spelling and section)"
             if len(loc) == 1 and loc[0] in PLANNED_SECTIONS:

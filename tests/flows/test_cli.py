@@ -27,7 +27,7 @@ def test_config_validate_explains_a_bad_config_and_exits_2(tmp_path):
     result = runner.invoke(app, ["config", "validate", str(config)])
     assert result.exit_code == 2
     assert "sources[0] (sms).format: Input should be" in result.stderr
-    assert "split.fractions: Value error, fractions must add up to 1" in result.stderr
+    assert "split.fractions: fractions must add up to 1" in result.stderr
 
 
 def test_catalog_commands_without_a_catalog_exit_2(tmp_path):

@@ -48,7 +48,7 @@ publsh: {shard_rows: 10}
     assert f"{path}:5: sources[0] (sms).format: Input should be 'jsonl', 'csv'" in message
     assert f"{path}:9: sources[0] (sms).colour: unknown key" in message
     assert (
-        f"{path}:11: split.fractions: Value error, fractions must add up to 1, they add up to 0.6"
+        f"{path}:11: split.fractions: fractions must add up to 1, they add up to 0.6"
         in message
     )
     assert f"{path}:12: publsh: unknown key" in message
@@ -71,7 +71,7 @@ def test_missing_required_fields_and_bad_licenses_are_named(tmp_path):
         load_run_config(write(tmp_path / "c.yaml", {"name": "x", "sources": [source]}))
     assert "sources[0] (sms).owner: Field required" in str(error.value)
     assert (
-        "sources[0] (sms).license: Value error, not an SPDX license expression "
+        "sources[0] (sms).license: not an SPDX license expression "
         "(unexpected '!')" in str(error.value)
     )
 
@@ -118,7 +118,7 @@ def test_sections_of_later_stages_say_they_are_not_available_yet(tmp_path):
 def test_an_unknown_encoding_is_a_config_error(tmp_path):
     with pytest.raises(
         ConfigError,
-        match=r"sources\[0\] \(sms\).encoding: Value error, unknown text encoding 'utf-9'",
+        match=r"sources\[0\] \(sms\).encoding: unknown text encoding 'utf-9'",
     ):
         load_run_config(
             write(
@@ -165,7 +165,7 @@ def test_an_override_adds_to_the_license_table(tmp_path):
 @pytest.mark.parametrize(
     ("policy", "message"),
     [
-        ({"sources": {"nope": {}}}, r"policy.sources names no declared source: nope"),
+        ({"sources": {"nope": {}}}, r"policy.sources.nope: no source of this name is declared"),
         (
             {"licenses": {"allow": ["unknown"], "quarantine": ["unknown"]}},
             r"both allowed and quarantined: unknown",
@@ -190,3 +190,14 @@ def test_policy_errors_are_explained(tmp_path, policy, message):
         load_run_config(
             write(tmp_path / "c.yaml", {"name": "x", "sources": [SMS_SOURCE], "policy": policy})
         )
+
+
+def test_errors_show_the_bad_value_and_license_table_keys_are_checked(tmp_path):
+    policy = {"licenses": {"allow": ["sharealike"], "classes": {"Apache 2.0": "permissive"}}}
+    with pytest.raises(ConfigError) as error:
+        load_run_config(
+            write(tmp_path / "c.yaml", {"name": "x", "sources": [SMS_SOURCE], "policy": policy})
+        )
+    assert "policy.licenses.allow[0]: Input should be" in str(error.value)
+    assert "(got 'sharealike')" in str(error.value)
+    assert "'Apache 2.0' is not one license id" in str(error.value)
