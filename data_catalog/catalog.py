@@ -228,12 +228,14 @@ class Catalog:
                         for shard in manifest["shards"]
                     ],
                 )
+            published = {s["name"]: s.get("records") for s in manifest.get("sources", [])}
             connection.execute(
                 insert(tables.version_sources),
                 [
                     {
                         "dataset_hash": staged.dataset_hash,
                         "source": source.name,
+                        "records": published.get(source.name),
                         "license": source.license,
                         "consent": source.consent,
                         "owner": source.owner,

@@ -68,6 +68,7 @@ version_sources = Table(
     Column("consent", String(50), nullable=False),
     Column("owner", Text, nullable=False),
     Column("declaration", JSON, nullable=False),
+    Column("records", BigInteger, nullable=True),  # how many of its records the version holds
 )
 
 runs = Table(

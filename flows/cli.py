@@ -232,10 +232,15 @@ def catalog_show(
         *([("purged", f"{version.purged_at} (shards deleted)")] if version.purged_at else []),
     ]:
         console.print(f"  {label:<12} {value}")
-    sources_table = Table("source", "license", "consent", "owner", title="sources")
+    sources_table = Table("source", "license", "consent", "owner", "records", title="sources")
     for source in sources:
+        held = source["records"]
         sources_table.add_row(
-            source["source"], source["license"], source["consent"], source["owner"]
+            source["source"],
+            source["license"],
+            source["consent"],
+            source["owner"],
+            "-" if held is None else f"{held}" + (" (none published)" if held == 0 else ""),
         )
     console.print(sources_table)
     shards_table = Table("shard", "split", "rows", "bytes", "sha256", title="shards")

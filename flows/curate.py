@@ -228,8 +228,21 @@ def _staging_dir(plan: RunPlan) -> Path:
 def publish_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     staging = _staging_dir(plan)
     staging.mkdir(parents=True)
-    sources = [
-        {"name": s.name, "license": s.license, "consent": s.consent, "owner": s.owner}
+    published = dict(
+        pl.scan_parquet(Path(input_dir) / "*.parquet")
+        .group_by("source")
+        .len()
+        .collect()
+        .iter_rows()
+    )
+    sources = [  # every declared source, with how many of its records this version holds
+        {
+            "name": s.name,
+            "license": s.license,
+            "consent": s.consent,
+            "owner": s.owner,
+            "records": published.get(s.name, 0),
+        }
         for s in plan.config.source_list
     ]
     staged = publish(

@@ -155,6 +155,7 @@ def test_catalog_list_and_show(sms_project):
         "sms": "CC-BY-4.0",
         "changelogs": "LicenseRef-Debian-package-terms",
     }
+    assert sum(s["records"] for s in details["sources"]) == summary["published"]
     assert sum(shard["rows"] for shard in details["shards"]) == summary["published"]
     human = thresher("catalog", "show", summary["dataset_hash"][:12], "--workdir", workdir)
     assert human.exit_code == 0 and "CC-BY-4.0" in human.stdout

@@ -23,6 +23,9 @@ def test_the_demo_publishes_sms_and_changelogs_and_keeps_research_only_data_out(
     version = open_version(tmp_path / "demo" / "work", "thresher-demo")
     published = pl.concat([frame.collect() for frame in version.splits.values()])
     assert set(published["source"]) == {"sms-spam", "debian-changelogs"}
+    held = {source["name"]: source["records"] for source in version.manifest["sources"]}
+    assert held["trec-questions"] == 0  # declared, and listed as contributing nothing
+    assert held["sms-spam"] + held["debian-changelogs"] == published.height
     changelogs = published.filter(pl.col("source") == "debian-changelogs")
     # maintainers' addresses group the entries, as pseudonyms
     assert changelogs["group"].str.starts_with("<EMAIL:").all()

@@ -59,9 +59,13 @@ def upgrade() -> None:
     )
     op.add_column("versions", sa.Column("withdrawn_at", sa.DateTime(timezone=True)))
     op.add_column("versions", sa.Column("purged_at", sa.DateTime(timezone=True)))
+    # a source whose records were all dropped by the policy is listed with 0
+    op.add_column("version_sources", sa.Column("records", sa.BigInteger))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("version_sources") as batch:
+        batch.drop_column("records")
     with op.batch_alter_table("versions") as batch:
         batch.drop_column("purged_at")
         batch.drop_column("withdrawn_at")
