@@ -46,7 +46,7 @@ from pipeline.secrets import SECRET_TYPES, find_secrets  # noqa: E402
 
 OUT = BENCH_DIR / "out" / "secrets"
 SEED = 20240611
-CORPUS_VERSION = 1  # bump when the corpus changes
+CORPUS_VERSION = 2  # bump when the corpus changes
 TARGET_BYTES = 60_000_000
 RECORD_BYTES = 8192
 PER_KIND = 40

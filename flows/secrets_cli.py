@@ -418,11 +418,16 @@ def _report(path: Path, first: int, findings: pl.DataFrame, out: Output, tally: 
         out.table.add_row(*([str(path)] if out.show_path else []), *map(str, cells))
 
 
+def _count(n: int, noun: str) -> str:
+    """`1 row`, `0 rows`, `2 rows`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _summary(tally: Tally, seconds: float) -> str:
     found = ", ".join(f"{kind} {n}" for kind, n in sorted(tally.by_type.items())) or "none"
     speed = tally.bytes / 1e6 / seconds if seconds > 0 else 0.0
     return (
-        f"scanned {tally.rows} rows ({tally.bad_rows} bad), {tally.bytes / 1e6:.1f} MB "
+        f"scanned {_count(tally.rows, 'row')} ({tally.bad_rows} bad), {tally.bytes / 1e6:.1f} MB "
         f"in {seconds:.2f} s ({speed:.1f} MB/s); secrets found: {found}"
     )
 
@@ -456,6 +461,11 @@ def scan(
     or for parquet the row rendered as JSON (JSON lines of its findings carry "raw": true;
     they count as findings, exit 1)."""
     for path in paths:
+        if path.is_dir():
+            _fail(
+                f"{path}: is a directory; `secrets scan` takes files: give the paths of jsonl, "
+                "csv, parquet or text files (e.g. `thresher secrets scan DIR/*.jsonl`)"
+            )
         if not path.is_file():
             _fail(f"{path}: no such file; give the path of a jsonl, csv, parquet or text file")
     show_path = len(paths) > 1

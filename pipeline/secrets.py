@@ -9,6 +9,12 @@ JSON, Discord tokens whose first part is not a user id. Git SHAs, digests, lockf
 integrity hashes, UUIDs and base64 image data match no rule unless assigned to a secret-like
 name (a real key may be a UUID or hex). See pipeline/text_scan.py for the machinery.
 
+An AWS secret access key (40 characters of base64) is also found without its name: within
+120 characters after an access key id (AKIA/ASIA) on the same line, or after `aws secret`,
+`secret key`, `secret_key`, `secret access key`, … (any case, then `:`, `=` or whitespace).
+There the value must stand alone (not part of a longer base64 run), must not be 40 hex
+digits (git SHAs, sha1 digests), and needs AWS_SECRET_MIN_ENTROPY and both letter cases.
+
 Spans of assigned values and URL passwords cover the whole value, so that masking never
 leaves part of a secret in clear:
 - a quoted value (`password = "..."`, `'...'`) runs to its closing quote, backslash escapes
@@ -51,6 +57,10 @@ from pipeline.text_scan import Rule, SpanScanner, replace_spans
 LEAD_CHARS = 4
 GENERIC_MIN_ENTROPY = 3.0  # bits per character; random base64/hex of length 16+ is ~3.5–4.5
 TOKEN_MIN_ENTROPY = 3.0
+# An AWS secret key found by its context only (see _AWS_SECRET_VALUE): 40 random base64
+# characters carry 4.2 bits per character and more (none below 4.15 in 200k draws); 40 hex
+# digits (a git SHA, a sha1 digest) at most 4, prose and paths of words about 3.9.
+AWS_SECRET_MIN_ENTROPY = 4.0
 
 # Words that mark a value as a stand-in rather than a credential (compared lowercased).
 _PLACEHOLDER_WORDS = (
@@ -100,6 +110,22 @@ def _not_example(match: re.Match[str]) -> bool:
 def _random_token(match: re.Match[str]) -> bool:
     value = _value(match)
     return _not_example(match) and shannon_entropy(value) >= TOKEN_MIN_ENTROPY
+
+
+def _aws_secret_in_context(match: re.Match[str]) -> bool:
+    """A 40-character value found by its surroundings alone (near an access key id, after
+    `secret key`), not by a name that says what it is: besides the token checks, no
+    placeholder, both letter cases and not only letters (a CamelCase name, a path of words),
+    and AWS_SECRET_MIN_ENTROPY (a random key has about 4.7 bits per character)."""
+    value = _value(match)
+    return (
+        _random_token(match)
+        and not is_placeholder(value)
+        and shannon_entropy(value) >= AWS_SECRET_MIN_ENTROPY
+        and re.search(r"[a-z]", value) is not None
+        and re.search(r"[A-Z]", value) is not None
+        and re.fullmatch(r"[A-Za-z]+", value) is None
+    )
 
 
 def _random_secret(match: re.Match[str]) -> bool:
@@ -201,6 +227,21 @@ _DB_SCHEMES = (
     r"(?i:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver"
     r"|oracle|cockroachdb|clickhouse|jdbc:[a-z]+|s?ftp|smtps?|ldaps?|https?)"
 )
+# AWS secret access keys found by their context rather than by their name: the 40 characters
+# after an access key id on the same line (prose, the credentials CSV `AKIA…,secret`), or
+# after `aws secret`, `secret key`, `secret_key`, `aws_secret`, `secret access key`, …. The
+# value may not be glued to a longer run of base64 or URL-safe base64 (nor follow a `.`: a
+# JWT part), nor be 40 hex digits (a git SHA or sha1 digest: ruled out in the pattern, so
+# that one next to an access key id does not hide a key after it).
+_AWS_SECRET_VALUE = (
+    r"(?![0-9a-f]{40})(?![0-9A-F]{40})(?P<v>[A-Za-z0-9/+]{40})"
+    r"(?![A-Za-z0-9/+=_\-])(?!\.[A-Za-z0-9])"
+)
+_AWS_KEY_ID_NEAR = r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b.{0,120}?(?<![A-Za-z0-9/+_.\-])"
+_AWS_SECRET_WORDS = (
+    r"(?i:aws[ _\-]?secret(?:[ _\-]?access)?(?:[ _\-]?key)?|secret[ _\-]?(?:access[ _\-]?)?key)"
+    r"""["']?(?:[ \t]*(?:=>|:=|=|:)[ \t]*|[ \t]+)["']?"""
+)
 _PEM_BEGIN = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 
@@ -211,6 +252,10 @@ RULES: tuple[Rule, ...] = (
     Rule("aws_secret_access_key",
          r"(?i:aws[A-Za-z0-9_\-]{0,20}secret[A-Za-z0-9_\-]{0,20}|secret_?access_?key)" + _ASSIGN
          + r"""["']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])""", _random_token),
+    Rule("aws_secret_access_key", _AWS_SECRET_WORDS + _AWS_SECRET_VALUE, _aws_secret_in_context,
+         ("aws", "secret")),
+    Rule("aws_secret_access_key", _AWS_KEY_ID_NEAR + _AWS_SECRET_VALUE, _aws_secret_in_context,
+         ("akia", "asia")),
     Rule("github_fine_grained_token", _B + r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}" + _E),
     Rule("github_token", _B + r"gh[pousr]_[A-Za-z0-9]{36,251}" + _E),
     Rule("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_\-]{20,64}" + _E),

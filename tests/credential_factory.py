@@ -64,6 +64,32 @@ def _discord_bot(rng: random.Random) -> str:
     return f"{_b64url(user_id)}.{_chars(rng, 6, URLSAFE)}.{_chars(rng, 27, URLSAFE)}"
 
 
+# The documented example access key id: found by no rule, so that a sample holding it has one
+# finding, the secret next to it (the tests also pair the secret with a real-looking id).
+AWS_EXAMPLE_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+
+
+def _aws_secret(rng: random.Random) -> tuple[str, str, str]:
+    """A secret access key by its name, after words that say it is one, or near an access key
+    id (prose, the credentials CSV)."""
+    key = _chars(rng, 40, B64)
+    kid = AWS_EXAMPLE_KEY_ID
+    return rng.choice(
+        [
+            ("aws_secret_access_key = ", key, "\n"),
+            ('{"AccessKeyId": "' + kid + '", "SecretAccessKey": "', key, '"}'),
+            (f"deploy script uses aws key {kid} with secret ", key, " please rotate"),
+            ("aws secret key: ", key, ""),
+            (f"aws_access_key_id = {kid}\nsecret_key = ", key, "\n"),
+            ("AWS_SECRET=", key, ""),
+            ("aws configure set --aws-secret-key ", key, " --profile prod"),
+            ("Secret Access Key ", key, "."),
+            (f"Access key ID,Secret access key\n{kid},", key, "\n"),
+            (f"alice,,{kid},", key, ",https://123456789012.signin.aws.amazon.com/console"),
+        ]
+    )
+
+
 # kind -> builder of (text before, secret, text after)
 SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
     "private_key": _private_key,
@@ -72,7 +98,7 @@ SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
         "AKIA" + _chars(r, 16, UPPER_ALNUM),
         "",
     ),
-    "aws_secret_access_key": lambda r: ("aws_secret_access_key = ", _chars(r, 40, B64), "\n"),
+    "aws_secret_access_key": _aws_secret,
     "github_token": lambda r: ("git clone https://", "ghp_" + _chars(r, 36), "@github.com/o/r"),
     "github_fine_grained_token": lambda r: (
         "GITHUB_TOKEN=",
@@ -162,6 +188,29 @@ def _uuid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
+def _aws_secret_look_alike(rng: random.Random) -> tuple[str, str, str]:
+    """40 characters where an AWS secret key could stand that are not one: hex digests, the
+    documented example key, part of a longer base64 run, a value of low entropy."""
+    sha = _chars(rng, 40, HEX)
+    kid = AWS_EXAMPLE_KEY_ID
+    return rng.choice(
+        [
+            ("rotated the leaked secret in commit ", sha, ""),
+            ("secret key: ", sha, ""),
+            (f"{kid} revoked in ", sha, ", see the secret rotation runbook"),
+            ("sha1(secret_key) = ", sha.upper(), ""),
+            ("aws secret key: ", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ""),
+            (f"{kid},", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ""),
+            ("secret_key = ", _chars(rng, 40, B64) + _chars(rng, 4, B64) + "==", ""),
+            (f"{kid} ", _chars(rng, 12, B64) + "_" + _chars(rng, 40, ALNUM), ""),
+            (f"{kid} token eyJ{_chars(rng, 20, URLSAFE)}.", _chars(rng, 40, ALNUM), ""),
+            ("aws secret key: ", "AbCdEfGh12" * 4, ""),  # 3.3 bits per character
+            (f"{kid} is used by ", "DeployScriptUsesTheProductionCredentials", ""),
+            ("secret_key = ", "config/secrets/production/aws/credential", ""),
+        ]
+    )
+
+
 # class -> builder of (text, value span start, end); the span is the look-alike value.
 HARD_NEGATIVE_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
     "git_sha": lambda r: (r.choice(["commit ", "rev: ", "Merge: "]), _chars(r, 40, HEX), ""),
@@ -205,6 +254,7 @@ HARD_NEGATIVE_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]
             ("aws_secret_access_key = ", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ""),
         ]
     ),
+    "aws_secret_look_alike": _aws_secret_look_alike,
     "low_entropy_assignment": lambda r: r.choice(
         [
             ('password = "', r.choice(string.ascii_lowercase) * r.randint(8, 20), '"'),

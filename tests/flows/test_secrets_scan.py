@@ -133,6 +133,40 @@ def test_missing_file_exits_2_naming_it(tmp_path):
     assert f"{tmp_path / 'nope.jsonl'}: no such file" in result.stderr
 
 
+def test_a_directory_exits_2_saying_it_is_one_and_that_files_are_taken(tmp_path):
+    (tmp_path / "data.jsonl").write_text('{"text": "clean"}\n')
+    result = _scan(tmp_path)
+    assert result.exit_code == 2
+    assert f"{tmp_path}: is a directory" in result.stderr
+    assert "takes files" in result.stderr
+    assert "no such file" not in result.stderr
+
+
+def test_a_directory_among_files_exits_2_before_any_scan(tmp_path, samples):
+    found = tmp_path / "found.txt"
+    found.write_text(samples["github_token"].text + "\n")
+    result = _scan(found, tmp_path)
+    assert result.exit_code == 2
+    assert f"{tmp_path}: is a directory" in result.stderr
+    assert "scanned" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "summary"),
+    [
+        ("", "scanned 0 rows (0 bad)"),
+        ("one line\n", "scanned 1 row (0 bad)"),
+        ("one\ntwo\n", "scanned 2 rows (0 bad)"),
+    ],
+)
+def test_the_summary_says_row_or_rows(tmp_path, text, summary):
+    path = tmp_path / "notes.txt"
+    path.write_text(text)
+    result = _scan(path)
+    assert result.exit_code == 0
+    assert summary in result.stderr
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
 def test_missing_text_field_exits_2_naming_file_and_field(tmp_path, suffix):
     path = tmp_path / f"rows{suffix}"

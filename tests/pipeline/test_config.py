@@ -47,10 +47,7 @@ publsh: {shard_rows: 10}
     path = tmp_path / "c.yaml"
     assert f"{path}:5: sources[0] (sms).format: Input should be 'jsonl', 'csv'" in message
     assert f"{path}:9: sources[0] (sms).colour: unknown key" in message
-    assert (
-        f"{path}:11: split.fractions: fractions must add up to 1, they add up to 0.6"
-        in message
-    )
+    assert f"{path}:11: split.fractions: fractions must add up to 1, they add up to 0.6" in message
     assert f"{path}:12: publsh: unknown key" in message
 
 
@@ -70,9 +67,8 @@ def test_missing_required_fields_and_bad_licenses_are_named(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_run_config(write(tmp_path / "c.yaml", {"name": "x", "sources": [source]}))
     assert "sources[0] (sms).owner: Field required" in str(error.value)
-    assert (
-        "sources[0] (sms).license: not an SPDX license expression "
-        "(unexpected '!')" in str(error.value)
+    assert "sources[0] (sms).license: not an SPDX license expression (unexpected '!')" in str(
+        error.value
     )
 
 

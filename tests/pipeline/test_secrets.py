@@ -7,8 +7,11 @@ import random
 import polars as pl
 import pytest
 from credential_factory import (
+    B64,
     HARD_NEGATIVE_BUILDERS,
+    HEX,
     SECRET_BUILDERS,
+    UPPER_ALNUM,
     hard_negative_sample,
     secret_sample,
 )
@@ -285,3 +288,117 @@ def test_assigned_values_and_url_passwords_of_any_alphabet_are_found_whole(kind)
     found = {(f["index"], f["start"], f["end"]) for f in _findings([s.text for s in samples])}
     assert found == {(i, s.start, s.end) for i, s in enumerate(samples)}
     assert any("\\" in s.value for s in samples) and any('"' in s.value for s in samples)
+
+
+# An AWS secret access key and an access key id, built at run time (never a committed secret).
+_AWS_RNG = random.Random(23)
+_AWS_SECRET = "".join(_AWS_RNG.choice(B64) for _ in range(40))
+_AWS_KEY_ID = "AKIA" + "".join(_AWS_RNG.choice(UPPER_ALNUM) for _ in range(16))
+_AWS_SESSION_KEY_ID = "ASIA" + "".join(_AWS_RNG.choice(UPPER_ALNUM) for _ in range(16))
+
+
+@pytest.mark.parametrize(
+    ("template", "has_key_id"),
+    [
+        # Near an access key id (AKIA/ASIA), on the same line.
+        ("deploy script uses aws key {kid} with secret {key} please rotate", True),
+        ("{kid},{key}", True),  # the credentials CSV
+        ("alice,,{kid},{key},https://123456789012.signin.aws.amazon.com/console", True),
+        ("id {kid} / {key}", True),
+        ("{kid} (rotated 2024-05-01 by the on-call engineer, ticket OPS-1234): {key}", True),
+        ("session {sid} {key} expires in 1h", True),
+        # After words that say it is a secret key: `:`, `=` or whitespace, any case.
+        ("aws secret key: {key}", False),
+        ("AWS Secret Key = {key}", False),
+        ("secret_key = {key}", False),
+        ("secret_key = '{key}'", False),
+        ('SECRET_KEY: "{key}"', False),
+        ("aws_secret={key}", False),
+        ("export AWS_SECRET={key}", False),
+        ("aws configure set --aws-secret-key {key} --profile prod", False),
+        ("the secret access key {key}.", False),
+        ("Secret-Key:\t{key}", False),
+        ("secretkey => {key}", False),
+        # Near an id and after the words at once: one finding.
+        ("aws_access_key_id={kid} secret_key = {key}", True),
+        # The forms found before.
+        ("aws_secret_access_key = {key}", False),
+        ('"SecretAccessKey": "{key}"', False),
+    ],
+)
+def test_an_aws_secret_key_is_found_by_its_context_at_the_exact_span(template, has_key_id):
+    text = template.format(key=_AWS_SECRET, kid=_AWS_KEY_ID, sid=_AWS_SESSION_KEY_ID)
+    start = text.index(_AWS_SECRET)
+    expected = [("aws_secret_access_key", start, start + 40)]
+    if "{kid}" in template:
+        kid_at = text.index(_AWS_KEY_ID)
+        expected.insert(0, ("aws_access_key_id", kid_at, kid_at + 20))
+    elif "{sid}" in template:
+        sid_at = text.index(_AWS_SESSION_KEY_ID)
+        expected.insert(0, ("aws_access_key_id", sid_at, sid_at + 20))
+
+    findings = _findings([text])
+
+    assert [(f["type"], f["start"], f["end"]) for f in findings] == expected
+    assert has_key_id == (len(findings) == 2)
+    assert _AWS_SECRET not in mask_secrets(text, findings)
+
+
+def test_an_aws_secret_key_more_than_120_characters_after_the_key_id_is_not_found():
+    text = f"{_AWS_KEY_ID} {'word ' * 30}{_AWS_SECRET}"
+    assert [f["type"] for f in _findings([text])] == ["aws_access_key_id"]
+
+
+def test_a_git_sha_between_the_key_id_and_the_secret_does_not_hide_the_secret():
+    sha = "".join(random.Random(4).choice(HEX) for _ in range(40))
+    text = f"{_AWS_KEY_ID} added in {sha}, secret {_AWS_SECRET}"
+    start = text.index(_AWS_SECRET)
+    assert [(f["type"], f["start"]) for f in _findings([text])] == [
+        ("aws_access_key_id", 0),
+        ("aws_secret_access_key", start),
+    ]
+
+
+_SHA = "".join(random.Random(5).choice(HEX) for _ in range(40))
+_LONGER = "".join(random.Random(6).choice(B64) for _ in range(56))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # 40 hex digits: git SHAs and sha1 digests, also next to `secret` or a key id.
+        f"secret key: {_SHA}",
+        f"secret_key = {_SHA}",
+        f"aws secret key {_SHA.upper()}",
+        f"fixed the leaked secret in commit {_SHA}",
+        f"sha1(secret access key) {_SHA}",
+        f"AKIAIOSFODNN7EXAMPLE revoked in {_SHA}",
+        # The documented example key, in the new contexts too.
+        "aws secret key: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "secret_key = je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
+        # Part of a longer run of base64, URL-safe base64 or a JWT.
+        f"secret_key = {_LONGER}",
+        f"aws secret key: {_LONGER[:40]}==",
+        f"aws secret key: {_LONGER[:40]}_{_LONGER[40:]}",
+        f"AKIAIOSFODNN7EXAMPLE blob {_LONGER[:10]}-{_LONGER[10:50]}",
+        f"AKIAIOSFODNN7EXAMPLE jwt eyJhbGciOiJIUzI1NiJ9.{_LONGER[:40]}.{_LONGER[40:]}",
+        # Low entropy, words, paths, placeholders.
+        "aws secret key: " + "AbCdEfGh12" * 4,
+        "secret_key = " + "A1" * 20,
+        "AKIAIOSFODNN7EXAMPLE is used by DeployScriptUsesTheProductionCredentials",
+        "secret_key = config/secrets/production/aws/credential",
+        "secret_key = YourAwsSecretAccessKeyGoesHere1234567890",
+    ],
+)
+def test_aws_secret_look_alikes_are_not_secrets(text):
+    assert _findings([text]) == []
+
+
+def test_aws_secret_keys_in_every_context_of_the_factory_are_found_whole():
+    rng = random.Random(29)
+    samples = [secret_sample("aws_secret_access_key", rng) for _ in range(200)]
+    found = {
+        (f["index"], f["type"], f["start"], f["end"]) for f in _findings([s.text for s in samples])
+    }
+    assert found == {(i, "aws_secret_access_key", s.start, s.end) for i, s in enumerate(samples)}
