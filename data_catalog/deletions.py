@@ -82,10 +82,12 @@ def requests(catalog: Catalog) -> list[dict[str, Any]]:
 
 
 def request(catalog: Catalog, request_id: int) -> dict[str, Any]:
-    found = [row for row in requests(catalog) if row["id"] == request_id]
-    if not found:
+    table = tables.deletion_requests
+    with catalog.engine.connect() as connection:
+        row = connection.execute(select(table).where(table.c.id == request_id)).mappings().first()
+    if row is None:
         raise DataError(f"no deletion request {request_id}; `thresher forget` records one")
-    return found[0]
+    return dict(row)
 
 
 def requests_frame(catalog: Catalog) -> pl.DataFrame:

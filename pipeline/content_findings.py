@@ -22,6 +22,7 @@ from pipeline.config import PolicyConfig
 from pipeline.identity import xxh3_128_hex
 from pipeline.personal_data import PERSONAL_DATA_TYPES, find_personal_data, redact_personal_data
 from pipeline.secrets import SECRET_TYPES, find_secrets
+from pipeline.text_scan import replace_spans
 
 SCANNED_FIELDS = ("text", "metadata", "group", "label")
 MAX_EVIDENCE_FINDINGS = 20
@@ -212,7 +213,7 @@ def mask_for_review(value: str, findings: list[dict]) -> str:
             return f"<{finding['type'].upper()} …{tail}>"
         return f"<SECRET:{finding['type']}>"
 
-    return _replace(value, findings, label)
+    return replace_spans(value, findings, label)
 
 
 def mask_metadata_for_review(metadata: str, findings: list[dict]) -> str:
@@ -225,20 +226,7 @@ def pseudonymize(value: str, findings: list[dict]) -> str:
     def label(finding: dict, found: str) -> str:
         return f"<{finding['type'].upper()}:{xxhash.xxh3_64_hexdigest(found.encode())[:12]}>"
 
-    return _replace(value, findings, label)
-
-
-def _replace(value: str, findings: list[dict], label) -> str:
-    """Replace spans right to left with `label(finding, found text)`; an overlapping span
-    (a secret inside a card-like number, say) is skipped after the first."""
-    boundary = len(value) + 1
-    for finding in sorted(findings, key=lambda f: (f["start"], f["end"]), reverse=True):
-        start, end = finding["start"], finding["end"]
-        if end > boundary:
-            continue
-        value = value[:start] + label(finding, value[start:end]) + value[end:]
-        boundary = start
-    return value
+    return replace_spans(value, findings, label)
 
 
 def pseudonymized_group(group: str) -> str:

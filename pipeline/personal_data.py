@@ -177,4 +177,4 @@ def find_personal_data(
 
 def redact_personal_data(text: str, findings: list[dict]) -> str:
     """Replace each finding's span by its label: <EMAIL>, <PHONE>, <IP_ADDRESS>, …"""
-    return replace_spans(text, findings, LABELS.__getitem__)
+    return replace_spans(text, findings, lambda finding, _: LABELS[finding["type"]])

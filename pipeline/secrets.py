@@ -316,4 +316,4 @@ def find_secrets(texts: pl.Series) -> pl.DataFrame:
 
 def mask_secrets(text: str, findings: list[dict]) -> str:
     """Replace each finding's span (dicts with type, start, end) by `<SECRET:{type}>`."""
-    return replace_spans(text, findings, lambda kind: f"<SECRET:{kind}>")
+    return replace_spans(text, findings, lambda finding, _: f"<SECRET:{finding['type']}>")

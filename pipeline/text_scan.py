@@ -219,15 +219,15 @@ def drop_overlaps(hits: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, 
     return sorted(kept)
 
 
-def replace_spans(text: str, findings: Iterable[dict], label: Callable[[str], str]) -> str:
-    """Replace each finding's [start, end) by `label(type)`, right to left so earlier offsets
-    stay valid; a span overlapping one already replaced is skipped."""
+def replace_spans(text: str, findings: Iterable[dict], label: Callable[[dict, str], str]) -> str:
+    """Replace each finding's [start, end) by `label(finding, the text it covers)`, right to
+    left so earlier offsets stay valid; a span overlapping one already replaced is skipped."""
     result = text
     boundary = len(text) + 1
     for finding in sorted(findings, key=lambda f: (f["start"], f["end"]), reverse=True):
         start, end = finding["start"], finding["end"]
         if end > boundary or not 0 <= start < end <= len(text):
             continue
-        result = result[:start] + label(finding["type"]) + result[end:]
+        result = result[:start] + label(finding, text[start:end]) + result[end:]
         boundary = start
     return result
