@@ -309,7 +309,7 @@ def run_thresher(data: Path, work: Path) -> dict:
         "stage_peak_rss_mb": peak_mb,
         "records_in": ingested.stats["records_in"],
         "bad_rows": ingested.stats["bad_rows"],
-        "exact_duplicates": dedup_stats["exact_duplicates"],
+        "exact_duplicates": dedup_stats["dropped"],
         "published": sum(staged.manifest["split_counts"].values()),
         "output": str(staging / "data" / "*" / "*.parquet"),
     }

@@ -21,6 +21,7 @@ import polars as pl
 
 from pipeline import ledger, reasons
 from pipeline.config import SPLITS, PublishConfig
+from pipeline.duplicates import with_cluster_ids
 from pipeline.schema import LEDGER_SCHEMA, PUBLISHED_SCHEMA, schema_description
 from pipeline.stage import RunContext
 
@@ -124,7 +125,7 @@ def publish(
     extra: dict[str, Any],
 ) -> StagedVersion:
     """Write shards and manifest to `staging_dir`; `extra` adds sources and code version."""
-    shards, membership, counts = write_shards(frame, cfg, staging_dir)
+    shards, membership, counts = write_shards(with_cluster_ids(frame), cfg, staging_dir)
     schema = schema_description(PUBLISHED_SCHEMA)
     manifest = {
         "format": "thresher-manifest/1",

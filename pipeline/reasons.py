@@ -24,8 +24,11 @@ DUPLICATE_SOURCE_ID = "duplicate_source_id"
 UNPARSEABLE_ENTRY = "unparseable_entry"
 MALFORMED_ROW = "malformed_row"  # a CSV row whose fields do not match the header
 
-# Exact dedup.
+# Dedup. Evidence: duplicate_of (the kept record), method, similarity, cluster_id, and
+# published_in (the parent version) when the kept record was published there.
 EXACT_DUPLICATE = "exact_duplicate"
+NEAR_DUPLICATE = "near_duplicate"  # MinHash
+SEMANTIC_DUPLICATE = "semantic_duplicate"  # embeddings
 
 # Split.
 SPLIT_CONFLICT = "split_conflict"

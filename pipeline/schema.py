@@ -21,7 +21,9 @@ RECORD_SCHEMA = pl.Schema(
     }
 )
 
-PUBLISHED_SCHEMA = pl.Schema({**RECORD_SCHEMA, "split": pl.String})
+# cluster_id: the smallest record_id among a record's duplicates and related records (dedup
+# stages); a record in no cluster is its own.
+PUBLISHED_SCHEMA = pl.Schema({**RECORD_SCHEMA, "cluster_id": pl.String, "split": pl.String})
 
 LEDGER_SCHEMA = pl.Schema(
     {

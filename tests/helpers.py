@@ -11,6 +11,7 @@ import yaml
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.ingest import ingest
 from pipeline.publish import StagedVersion, publish
+from pipeline.schema import RECORD_SCHEMA
 from pipeline.split import split
 from pipeline.stage import RunContext
 
@@ -94,3 +95,26 @@ def stage_version(
     staging = root / "work" / "datasets" / name / f".staging-{run_id}"
     staging.mkdir(parents=True)
     return publish(frame, cfg.publish, ctx, staging, extra={"code_version": "test"}), cfg
+
+
+def as_records(rows: list[dict], **defaults) -> pl.LazyFrame:
+    """Records in the canonical schema from partial rows; missing fields are `defaults` or
+    null."""
+    full = [{**defaults, **row} for row in rows]
+    frame = pl.DataFrame(full, schema_overrides={"timestamp": pl.Datetime("us", "UTC")})
+    missing = [pl.lit(None, dtype).alias(n) for n, dtype in RECORD_SCHEMA.items() if n not in frame]
+    return frame.with_columns(missing).select(RECORD_SCHEMA.names()).cast(RECORD_SCHEMA).lazy()
+
+
+def reference_shingles(text: str, n: int = 5) -> set[str]:
+    """The documented shingling, written plainly: lower-case, non-alphanumerics to spaces."""
+    words = "".join(c if c.isalnum() else " " for c in text.lower()).split()
+    if not words:
+        return set()
+    if len(words) < n:
+        return {" ".join(words)}
+    return {" ".join(words[k : k + n]) for k in range(len(words) - n + 1)}
+
+
+def jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b)

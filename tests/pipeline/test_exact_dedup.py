@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 import polars as pl
-from helpers import SMS_SOURCE, sms_rows, write_jsonl
+from helpers import SMS_SOURCE, as_records, sms_rows, write_jsonl
 
 from pipeline import reasons
 from pipeline.config import DedupConfig, RunConfig, SourceDeclaration, config_hash
@@ -22,8 +22,7 @@ def context(tmp_path):
 
 
 def records(rows):
-    frame = pl.DataFrame(rows).with_columns(pl.col("timestamp").cast(pl.Datetime("us", "UTC")))
-    return frame.with_columns(pl.lit("s").alias("source")).lazy()
+    return as_records(rows, source="s")
 
 
 def test_real_sms_duplicates_collapse_to_one_record_each(tmp_path, sms_spam):
@@ -35,7 +34,7 @@ def test_real_sms_duplicates_collapse_to_one_record_each(tmp_path, sms_spam):
     all_rows = ingested.collect()
     assert kept.height == all_rows["content_hash"].n_unique()
     assert kept["content_hash"].is_unique().all()
-    assert result.stats["exact_duplicates"] == all_rows.height - kept.height > 10
+    assert result.stats["dropped"] == all_rows.height - kept.height > 10
     assert set(result.events["reason"]) == {reasons.EXACT_DUPLICATE}
     # each dropped copy names a kept record with the same text
     pointers = result.events.select(
@@ -101,4 +100,12 @@ def test_a_record_published_in_the_parent_wins_over_an_earlier_newcomer(tmp_path
     ]
     result = exact_dedup(records(rows), DedupConfig(), ctx)
     assert result.frame.collect()["record_id"].to_list() == ["z-old"]
-    assert json.loads(result.events["evidence"][0]) == {"duplicate_of": "z-old"}
+    assert json.loads(result.events["evidence"][0]) == {
+        "duplicate_of": "z-old",
+        "method": "exact",
+        "similarity": 1.0,
+        "cluster_id": "a-new",
+        "published_in": "p",
+    }
+    # the kept record takes the cluster's smallest record_id as its cluster id
+    assert result.frame.collect()["cluster_id"].to_list() == ["a-new"]
