@@ -1,0 +1,187 @@
+"""Near-duplicate dedup by MinHash LSH (`dedup.minhash`), in bounded memory.
+
+1. Records are read in batches of `batch_records`; each batch's signatures (pipeline/minhash.py)
+   and LSH band keys are written to Parquet in the run folder, so memory holds one batch.
+2. Candidate pairs come from polars group-bys over the band table: every member of a bucket
+   (records with equal keys in one band) is linked to the bucket's first record, so a bucket
+   of k records gives k-1 edges, never all pairs.
+3. With `verify` (the default), each candidate pair's exact Jaccard similarity of shingle sets
+   decides: at or above `threshold` a duplicate, at or above `related_threshold` (when set;
+   bands are then tuned to it) a link between related records; without `verify` every
+   candidate is a duplicate, as in datasketch.
+4. pipeline/duplicates.py clusters the duplicates (union-find), keeps one record per cluster
+   and drops the others with reason `near_duplicate`, evidence naming the kept record and
+   their similarity (exact Jaccard with `verify`, else the signatures' estimate).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipeline import duplicates, ledger, minhash, reasons
+from pipeline.config import DedupConfig, MinHashConfig
+from pipeline.progress import progress
+from pipeline.stage import RunContext, StageResult
+
+STAGE = "near_dedup"
+
+
+def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
+    frame = duplicates.with_cluster_ids(frame)
+    settings = cfg.minhash
+    if settings is None:
+        return StageResult(frame=frame, events=ledger.empty(), stats={"dropped": 0})
+    started = time.perf_counter()
+    members = duplicates.members_frame(frame, cfg.keep, ctx)
+    work = ctx.run_dir / "near_dedup-work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        lowest = settings.related_threshold or settings.threshold  # the least similar pair wanted
+        bands, rows = minhash.optimal_bands(
+            lowest, settings.num_perm, settings.false_positive_weight
+        )
+        texts = frame.select("text")
+        shingled = index_batches(texts, members.height, settings, bands, rows, work)
+        candidates = candidate_pairs(work)
+        measure = _measure(texts, settings, work)
+        similarity = measure(candidates)
+        candidates = candidates.with_columns(similarity.alias("similarity"))
+        if settings.verify:
+            dups = candidates.filter(pl.col("similarity") >= settings.threshold)
+            related = candidates.filter(
+                pl.col("similarity").is_between(lowest, settings.threshold, closed="left")
+            )
+        else:
+            dups, related = candidates, candidates.clear()
+        resolution = duplicates.resolve(members, dups, related, cfg.keep)
+        stats = {
+            "records": members.height,
+            "shingled": shingled,
+            "bands": bands,
+            "rows": rows,
+            "candidate_pairs": candidates.height,
+            "duplicate_pairs": dups.height,
+            "related_pairs": related.height,
+        }
+        result = duplicates.apply(
+            frame,
+            resolution,
+            members,
+            stage=STAGE,
+            reason=reasons.NEAR_DUPLICATE,
+            method="minhash",
+            similarity=lambda pairs: measure(pairs.rename({"_i": "right", "kept_i": "left"})),
+            ctx=ctx,
+            stats=stats,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result.stats["seconds"] = round(time.perf_counter() - started, 3)
+    return result
+
+
+def index_batches(
+    texts: pl.LazyFrame, n: int, settings: MinHashConfig, bands: int, rows: int, work: Path
+) -> int:
+    """Write signatures and band keys of all texts, batch by batch; return how many texts
+    have shingles (the others cannot be near duplicates and are left out)."""
+    shingled = 0
+    with progress("minhash signatures", n) as advance:
+        for number, offset in enumerate(range(0, n, settings.batch_records)):
+            batch = texts.slice(offset, settings.batch_records).collect()["text"]
+            shingles = minhash.shingle_hashes(batch, settings.ngram, settings.char_ngram)
+            signature = minhash.signatures(shingles, len(batch), settings.num_perm, settings.seed)
+            present = minhash.has_shingles(shingles, len(batch))
+            docs = np.arange(offset, offset + len(batch), dtype=np.uint32)[present]
+            signature = signature[present]
+            keys = minhash.band_keys(signature, bands, rows)
+            pl.DataFrame({"doc": docs, "signature": signature}).write_parquet(
+                work / f"signatures-{number:05d}.parquet", compression="lz4"
+            )
+            pl.DataFrame(
+                {
+                    "band": np.tile(np.arange(bands, dtype=np.uint16), len(docs)),
+                    "key": keys.ravel(),
+                    "doc": np.repeat(docs, bands),
+                }
+            ).write_parquet(work / f"bands-{number:05d}.parquet", compression="lz4")
+            shingled += len(docs)
+            advance(len(batch))
+    return shingled
+
+
+def candidate_pairs(work: Path) -> pl.DataFrame:
+    """(left, right) row pairs that share a bucket in some band: every member of a bucket
+    paired with the bucket's smallest row (left < right), each pair once, sorted."""
+    if not any(work.glob("bands-*.parquet")):
+        return pl.DataFrame(schema={"left": pl.UInt32, "right": pl.UInt32})
+    bands = pl.scan_parquet(work / "bands-*.parquet")
+    roots = (
+        bands.group_by("band", "key")
+        .agg(pl.col("doc").min().alias("left"), pl.len().alias("size"))
+        .filter(pl.col("size") > 1)
+    )
+    return (
+        bands.join(roots, on=["band", "key"])
+        .filter(pl.col("doc") != pl.col("left"))
+        .select("left", pl.col("doc").alias("right"))
+        .unique()
+        .sort("left", "right")
+        .collect(engine="streaming")
+    )
+
+
+def _measure(texts: pl.LazyFrame, settings: MinHashConfig, work: Path):
+    """The similarity of (left, right) row pairs: exact Jaccard of their shingle sets with
+    `verify`, else the fraction of equal signature positions."""
+
+    def exact(pairs: pl.DataFrame) -> pl.Series:
+        rows = pl.concat([pairs["left"], pairs["right"]]).unique().sort()
+        chosen = texts.with_row_index("_row").filter(pl.col("_row").is_in(rows.implode())).collect()
+        shingles = minhash.shingle_hashes(chosen["text"], settings.ngram, settings.char_ngram)
+        sets = shingles.with_columns(chosen["_row"].gather(shingles["doc"]).alias("row"))
+        sets = sets.select("row", "hash").unique()
+        sizes = sets.group_by("row").len()
+        numbered = pairs.select("left", "right").with_row_index("_pair")
+        common = (
+            numbered.join(sets, left_on="left", right_on="row")
+            .join(sets, left_on=["right", "hash"], right_on=["row", "hash"])
+            .group_by("_pair")
+            .len("common")
+        )
+        scored = (
+            numbered.join(common, on="_pair", how="left")
+            .join(sizes.rename({"len": "left_size"}), left_on="left", right_on="row", how="left")
+            .join(sizes.rename({"len": "right_size"}), left_on="right", right_on="row", how="left")
+            .sort("_pair")
+        )
+        common_count = scored["common"].fill_null(0).cast(pl.Float64)
+        union = scored["left_size"].fill_null(0) + scored["right_size"].fill_null(0) - common_count
+        return (common_count / union).fill_nan(0.0).alias("similarity")
+
+    def estimated(pairs: pl.DataFrame) -> pl.Series:
+        rows = pl.concat([pairs["left"], pairs["right"]]).unique()
+        stored = (
+            pl.scan_parquet(work / "signatures-*.parquet")
+            .filter(pl.col("doc").is_in(rows.implode()))
+            .collect()
+            .sort("doc")
+        )
+        order = stored["doc"].to_numpy()
+        matrix = stored["signature"].to_numpy()
+        left = matrix[np.searchsorted(order, pairs["left"].to_numpy())]
+        right = matrix[np.searchsorted(order, pairs["right"].to_numpy())]
+        return pl.Series("similarity", minhash.estimated_jaccard(left, right))
+
+    def measure(pairs: pl.DataFrame) -> pl.Series:
+        if not pairs.height:
+            return pl.Series("similarity", [], dtype=pl.Float64)
+        return exact(pairs) if settings.verify else estimated(pairs)
+
+    return measure
