@@ -25,6 +25,7 @@ from flows.cli_common import (
     open_catalog,
     stderr,
 )
+from flows.dedup_cli import dedup
 from flows.governance_cli import (
     catalog_affected,
     catalog_purge,
@@ -95,6 +96,17 @@ def _print_summary(summary: dict[str, Any]) -> None:
         for name, counts in summary["splits"].items()
     )
     stderr.print(f"splits: {splits}")
+    dedup = ", ".join(
+        f"{method} dropped {stats['dropped']}"
+        + (
+            f" ({stats['related_pairs']} related pairs linked)"
+            if stats.get("related_pairs")
+            else ""
+        )
+        for method, stats in summary["dedup"].items()
+        if method == "exact" or "records" in stats  # a method that ran
+    )
+    stderr.print(f"dedup: {dedup}")
     review = summary["review"]
     if review["quarantined_items"]:
         stderr.print(
@@ -296,6 +308,7 @@ def catalog_verify(
 # Each capability brings its own sub-app and commands.
 app.add_typer(review_app, name="review")
 app.add_typer(secrets_app, name="secrets")
+app.command()(dedup)
 app.command()(forget)
 catalog_app.command("affected")(catalog_affected)
 catalog_app.command("withdraw")(catalog_withdraw)

@@ -1,5 +1,5 @@
-"""The `curate` flow: ingest → govern → exact dedup → split → publish → commit, one task per
-stage.
+"""The `curate` flow: ingest → govern → exact, near (MinHash) and semantic dedup → split →
+publish → commit, one task per stage.
 
 Tasks pass paths and small summaries, never frames: each stage reads the previous stage's
 Parquet output under the run folder and writes its own. The run folder keeps the ledger,
@@ -32,8 +32,10 @@ from pipeline.config import RunConfig, config_hash, load_run_config
 from pipeline.exact_dedup import exact_dedup
 from pipeline.govern import govern
 from pipeline.ingest import INTERMEDIATE_PARQUET, ingest
+from pipeline.near_dedup import near_dedup
 from pipeline.publish import MANIFEST, StagedVersion, publish
 from pipeline.reader import read_version
+from pipeline.semantic_dedup import semantic_dedup
 from pipeline.split import split
 from pipeline.stage import RunContext
 
@@ -215,9 +217,19 @@ def exact_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     return _run_stage(plan, "exact_dedup", 3, exact_dedup, plan.config.dedup, input_dir)
 
 
+@task(name="near_dedup", **TASK_OPTIONS)
+def near_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "near_dedup", 4, near_dedup, plan.config.dedup, input_dir)
+
+
+@task(name="semantic_dedup", **TASK_OPTIONS)
+def semantic_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "semantic_dedup", 5, semantic_dedup, plan.config.dedup, input_dir)
+
+
 @task(name="split", **TASK_OPTIONS)
 def split_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "split", 4, split, plan.config.split, input_dir)
+    return _run_stage(plan, "split", 6, split, plan.config.split, input_dir)
 
 
 def _staging_dir(plan: RunPlan) -> Path:
@@ -252,7 +264,7 @@ def publish_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
         staging,
         extra={"code_version": code_version(), "sources": sources},
     )
-    ledger.write_part(staged.events, plan.ledger_dir, "5-publish")
+    ledger.write_part(staged.events, plan.ledger_dir, "7-publish")
     return {
         "path": str(staging),
         "dataset_hash": staged.dataset_hash,
@@ -279,7 +291,12 @@ def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, A
 
 
 def summarize(
-    plan: RunPlan, records_in: int, committed: dict[str, Any], split_stats: dict, govern_stats: dict
+    plan: RunPlan,
+    records_in: int,
+    committed: dict[str, Any],
+    split_stats: dict,
+    govern_stats: dict,
+    dedup_stats: dict,
 ) -> dict[str, Any]:
     events = pl.scan_parquet(plan.run_dir / "ledger.parquet")
     version_dir = Path(committed["path"])
@@ -293,6 +310,7 @@ def summarize(
         **committed["counts"],
         "reasons": ledger.counts_by_reason(events, terminal=True),
         "changes": ledger.counts_by_reason(events, terminal=False),  # edits and moves
+        "dedup": dedup_stats,
         "splits": split_stats["splits"],
         "review": {
             "queued_new": govern_stats["queued_new"],
@@ -320,11 +338,20 @@ def curate(config_path: str) -> dict[str, Any]:
         ingested = ingest_task(plan)
         records_in = ingested["stats"]["records_in"]
         governed = govern_task(plan, ingested["path"])
-        deduped = exact_dedup_task(plan, governed["path"])
-        assigned = split_task(plan, deduped["path"])
+        exact = exact_dedup_task(plan, governed["path"])
+        near = near_dedup_task(plan, exact["path"])
+        semantic = semantic_dedup_task(plan, near["path"])
+        assigned = split_task(plan, semantic["path"])
         staged = publish_task(plan, assigned["path"])
         committed = commit_task(plan, staged["path"], records_in)
-        summary = summarize(plan, records_in, committed, assigned["stats"], governed["stats"])
+        dedup_stats = {
+            "exact": exact["stats"],
+            "minhash": near["stats"],
+            "semantic": semantic["stats"],
+        }
+        summary = summarize(
+            plan, records_in, committed, assigned["stats"], governed["stats"], dedup_stats
+        )
     except BaseException as error:
         catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
         raise

@@ -143,6 +143,12 @@ def write_demo_config(directory: Path) -> Path:
             # Debian packages ship under their own free licenses, most of them copyleft
             "licenses": {"classes": {"LicenseRef-Debian-package-terms": "share-alike"}},
         },
+        "dedup": {
+            "exact": True,
+            "minhash": {"threshold": 0.8, "num_perm": 128, "ngram": 5, "verify": True},
+            # every stage that exists runs in the demo, embeddings included (about 30 s here)
+            "semantic": {"threshold": 0.92, "related_threshold": 0.85},
+        },
         "split": {"strategy": "group", "fractions": {"train": 0.8, "validation": 0.1, "test": 0.1}},
     }
     path = directory / "thresher.yaml"

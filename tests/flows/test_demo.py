@@ -31,3 +31,15 @@ def test_the_demo_publishes_sms_and_changelogs_and_keeps_research_only_data_out(
     assert changelogs["group"].str.starts_with("<EMAIL:").all()
     assert not published["text"].str.contains(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+\.[a-z]{2,}").any()
     assert published.filter(pl.col("text").str.contains("<PHONE>")).height > 100
+    # every dedup method ran, and each dropped record names the record it duplicates
+    dedup = summary["dedup"]
+    assert dedup["minhash"]["dropped"] > 0 and dedup["semantic"]["dropped"] > 0
+    assert dedup["semantic"]["embedded_new"] == dedup["semantic"]["records"]
+    ledger = pl.read_parquet(summary["paths"]["ledger"])
+    dropped = ledger.filter(pl.col("reason").str.ends_with("_duplicate"))
+    pointers = dropped["evidence"].str.json_path_match("$.duplicate_of")
+    assert pointers.is_not_null().all() and dropped.height == sum(
+        summary["reasons"]["dropped"][reason]
+        for reason in ("exact_duplicate", "near_duplicate", "semantic_duplicate")
+    )
+    assert published["cluster_id"].n_unique() < published.height  # related records linked
