@@ -197,3 +197,32 @@ def test_errors_show_the_bad_value_and_license_table_keys_are_checked(tmp_path):
     assert "policy.licenses.allow[0]: Input should be" in str(error.value)
     assert "(got 'sharealike')" in str(error.value)
     assert "'Apache 2.0' is not one license id" in str(error.value)
+
+
+def test_dedup_methods_switch_on_and_off_and_bad_thresholds_are_explained(tmp_path):
+    on = load_run_config(
+        write(
+            tmp_path / "on.yaml",
+            {"name": "x", "sources": [SMS_SOURCE], "dedup": {"minhash": False, "semantic": True}},
+        )
+    )
+    assert on.dedup.minhash is None
+    assert on.dedup.semantic.threshold == 0.92 and on.dedup.semantic.related_threshold == 0.85
+    dedup = {
+        "minhash": {"threshold": 0.8, "related_threshold": 0.9},
+        "semantic": {"threshold": 1.5},
+        "keep": ["newest"],
+    }
+    with pytest.raises(ConfigError) as error:
+        load_run_config(
+            write(tmp_path / "bad.yaml", {"name": "x", "sources": [SMS_SOURCE], "dedup": dedup})
+        )
+    message = str(error.value)
+    assert "dedup.minhash: related_threshold (0.9) must be below threshold (0.8)" in message
+    assert "dedup.semantic.threshold: Input should be less than or equal to 1" in message
+    assert "dedup.keep[0]" in message and "most_permissive_license" in message
+    unverified = {"minhash": {"verify": False, "related_threshold": 0.5}}
+    with pytest.raises(ConfigError, match="related_threshold needs verify"):
+        load_run_config(
+            write(tmp_path / "v.yaml", {"name": "x", "sources": [SMS_SOURCE], "dedup": unverified})
+        )
