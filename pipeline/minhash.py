@@ -3,15 +3,19 @@
 Shingles: the text is lower-cased and every run of characters that are not letters or digits
 becomes one space; shingles are the `ngram` consecutive words (a text shorter than that is
 one shingle), or the `char_ngram` consecutive characters for a text without any whitespace
-(Chinese, Japanese, identifiers). Each shingle is hashed with xxh3-64 (polars-hash).
+(Chinese, Japanese, identifiers). Tokens are hashed with xxh3-64 (polars-hash) and each
+shingle's hash mixes its tokens' hashes in order.
 
-Signatures: one-permutation MinHash with optimal densification (Li, Owen and Zhang 2012;
-Shrivastava 2017). A seeded multiply-shift hash splits each shingle hash into a bin (one of
-`num_perm`) and a 32-bit value; a document's signature holds the smallest value per bin.
-An empty bin copies the bin that a fixed seeded sequence of probes (the same for every
-document) first finds filled. Two signatures agree in a position with probability equal to
-the Jaccard similarity of the shingle sets, as with `num_perm` separate permutations, but
-each shingle is hashed once instead of `num_perm` times.
+Signatures: one-permutation MinHash (Li, Owen and Zhang 2012) with optimal densification
+(Shrivastava 2017), bounded. Every shingle enters as 4 copies (the Jaccard similarity of two
+sets of copies is that of the shingle sets); a seeded multiply-add-shift hash sends each
+copy to a bin (one of `num_perm`) with a 32-bit value, and a document's signature holds the
+smallest value per bin. An empty bin copies the first filled bin among a fixed seeded sequence of 8 probes
+(the same for every document); a bin whose probes all miss (a document with few shingles)
+takes the minimum of its own hash function over the document's shingles, as classic MinHash
+does. For two documents a position then agrees with probability equal to the Jaccard
+similarity of their shingle sets, as with `num_perm` separate permutations, at a cost of
+about one hash per shingle plus one per bin instead of `num_perm` per shingle.
 
 LSH: bands × rows are chosen like datasketch's MinHashLSH does, minimizing the weighted
 false-positive and false-negative areas under the banding S-curve for the threshold.
@@ -19,7 +23,6 @@ false-positive and false-negative areas under the banding S-curve for the thresh
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 import numpy as np
@@ -29,54 +32,76 @@ import polars_hash  # noqa: F401  (registers the .nchash namespace)
 EMPTY = np.uint64(1 << 32)  # beyond every 32-bit value: marks an empty bin
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _32 = np.uint64(32)
+_LOW32 = np.uint64(0xFFFFFFFF)
 _CHUNK_ELEMENTS = 1 << 18  # shingle-times-empty-bin products per step: fits in the CPU cache
-_STEP_SHINGLES = 1024
-THREADS = 2
-_SHORT_DOC_SHINGLES = 2  # per bin: below, a document computes all its bins' hash functions
-
-
-def normalized(texts: pl.Series) -> pl.Series:
-    return texts.str.to_lowercase().str.replace_all(r"[^\p{L}\p{N}]+", " ").str.strip_chars()
+_PROBES = 8  # densification probes per empty bin before its own hash function decides
+# Each shingle enters the set as this many copies (shingle, i): Jaccard similarity is
+# unchanged, and short documents fill more bins, so fewer need densifying.
+COPIES = 4
 
 
 def shingle_hashes(texts: pl.Series, ngram: int, char_ngram: int) -> pl.DataFrame:
     """(doc, hash) for every shingle of every text; doc is the text's position in `texts`.
     A text with no letters or digits has no shingles."""
-    docs = (
-        pl.DataFrame({"text": normalized(texts), "spaced": texts.str.contains(r"\s")})
-        .with_row_index("doc")
-        .filter(pl.col("text") != "")
-    )
+    # Only runs of other characters than letters, digits and spaces are replaced: far fewer
+    # matches than replacing every separator, and the empty tokens of double spaces go below.
+    docs = pl.DataFrame(
+        {
+            "text": texts.str.to_lowercase().str.replace_all(r"[^\p{L}\p{N} ]+", " "),
+            "spaced": texts.str.contains(r"\s"),
+        }
+    ).with_row_index("doc")
     words = docs.filter("spaced").select("doc", pl.col("text").str.split(" ").alias("token"))
     chars = docs.filter(~pl.col("spaced")).select(
-        "doc", pl.col("text").str.split("").alias("token")
+        "doc", pl.col("text").str.replace_all(" ", "", literal=True).str.split("").alias("token")
     )
-    parts = [_ngrams(words, ngram), _ngrams(chars, char_ngram)]
-    return pl.concat(parts).select("doc", pl.col("shingle").nchash.xxh3_64().alias("hash"))
+    return pl.concat([_ngram_hashes(words, ngram), _ngram_hashes(chars, char_ngram)])
 
 
-def _ngrams(tokens: pl.DataFrame, n: int) -> pl.DataFrame:
-    tokens = tokens.filter(pl.col("token").list.len() > 0)
-    short = tokens.filter(pl.col("token").list.len() < n).select(
-        "doc", pl.col("token").list.join(" ").alias("shingle")
+def _ngram_hashes(tokens: pl.DataFrame, n: int) -> pl.DataFrame:
+    """(doc, hash) of every run of n consecutive tokens: each token is hashed with xxh3-64
+    and a run's hash mixes its n token hashes in order (multiply-xor, then a splitmix64
+    finalizer), which costs no string building. A text of fewer than n tokens is one
+    shingle: its tokens joined and hashed."""
+    tokens = tokens.explode("token").filter(pl.col("token") != "")
+    docs = tokens["doc"].to_numpy()
+    counts = np.bincount(docs, minlength=int(docs.max()) + 1 if len(docs) else 0)
+    long = counts[docs] >= n
+    short = (
+        tokens.filter(~long)
+        .group_by("doc", maintain_order=True)
+        .agg(pl.col("token").str.join(" ").nchash.xxh3_64().alias("hash"))
     )
-    exploded = tokens.filter(pl.col("token").list.len() >= n).explode("token")
-    grams = exploded.select(
-        "doc",
-        pl.concat_str([pl.col("token").shift(-k) for k in range(n)], separator=" ").alias(
-            "shingle"
-        ),
-        (pl.col("doc").shift(-(n - 1)) == pl.col("doc")).alias("_whole"),
-    ).filter(pl.col("_whole"))
-    return pl.concat([short, grams.drop("_whole")])
+    long_tokens = tokens.filter(long).select(pl.col("token").nchash.xxh3_64())
+    token_hashes = long_tokens["token"].to_numpy()
+    docs = docs[long]
+    windows = max(len(token_hashes) - n + 1, 0)
+    mixed = token_hashes[:windows].copy()
+    for offset in range(1, n):
+        mixed *= _MIX
+        mixed ^= token_hashes[offset : offset + windows]
+    whole = docs[:windows] == docs[n - 1 : n - 1 + windows]  # the run lies in one document
+    grams = pl.DataFrame(
+        {"doc": docs[:windows][whole], "hash": _finalize(mixed[whole])},
+        schema={"doc": pl.UInt32, "hash": pl.UInt64},
+    )
+    return pl.concat([short, grams])
+
+
+def _finalize(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: every input bit affects every output bit."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 def _hash_functions(seed: int, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded odd multipliers and addends: [0] and [1] split a shingle hash into bin and
-    value; [2:] are the per-bin hash functions of empty bins."""
+    """Seeded odd multipliers and addends: the first COPIES give each copy of a shingle its
+    bin and value; the last num_perm are the per-bin hash functions of empty bins."""
     rng = np.random.default_rng(seed)
-    multipliers = rng.integers(0, 2**63, num_perm + 2, dtype=np.uint64) * 2 + 1
-    return multipliers, rng.integers(0, 2**64 - 1, num_perm + 2, dtype=np.uint64)
+    size = COPIES + num_perm
+    multipliers = rng.integers(0, 2**63, size, dtype=np.uint64) * 2 + 1
+    return multipliers, rng.integers(0, 2**64 - 1, size, dtype=np.uint64)
 
 
 def signatures(shingles: pl.DataFrame, n_docs: int, num_perm: int, seed: int) -> np.ndarray:
@@ -85,48 +110,33 @@ def signatures(shingles: pl.DataFrame, n_docs: int, num_perm: int, seed: int) ->
     shingles = shingles.sort("doc")
     hashes, docs = shingles["hash"].to_numpy(), shingles["doc"].to_numpy().astype(np.int64)
     mult, add = _hash_functions(seed, num_perm)
-    bins = (((hashes * mult[0] + add[0]) >> _32) * np.uint64(num_perm)) >> _32
-    values = (hashes * mult[1] + add[1]) >> _32
-    signature = np.full(n_docs * num_perm, EMPTY, dtype=np.uint64)
-    np.minimum.at(signature, docs * num_perm + bins.astype(np.int64), values)
+    filled = np.full(n_docs * num_perm, EMPTY, dtype=np.uint64)
+    for copy in range(COPIES):  # each copy of a shingle is one more element of the set
+        # one multiply-add: its high half picks the bin, its low half is the value
+        mixed = hashes * mult[copy] + add[copy]
+        bins = ((mixed >> _32) * np.uint64(num_perm)) >> _32
+        slots = docs * num_perm + bins.astype(np.int64)
+        np.minimum.at(filled, slots, mixed & _LOW32)
     counts = np.bincount(docs, minlength=n_docs)
-    empty = (signature == EMPTY) & np.repeat(counts > 0, num_perm)
-    # Empty bins take their own hash function's minimum over the document's shingles: for
-    # short documents (most bins empty) all bins at once, for long ones bin by bin.
-    short = (counts > 0) & (counts < _SHORT_DOC_SHINGLES * num_perm)
-    in_short = short[docs]
-    all_bins = _all_bins(hashes[in_short], docs[in_short], mult[2:], add[2:])
-    short_empty = empty.reshape(n_docs, num_perm)[short]
-    signature.reshape(n_docs, num_perm)[np.flatnonzero(short)] = np.where(
-        short_empty, all_bins, signature.reshape(n_docs, num_perm)[short]
-    )
-    long_empty = np.flatnonzero(empty & np.repeat(~short, num_perm))
-    signature[long_empty] = _some_bins(hashes, counts, long_empty, num_perm, mult[2:], add[2:])
+    signature = filled.copy()
+    empty = np.flatnonzero((filled == EMPTY) & np.repeat(counts > 0, num_perm))
+    bin_of = empty % num_perm
+    for probe in _probes(seed, num_perm):  # an empty bin copies the first filled bin it probes
+        source = filled[empty - bin_of + probe[bin_of]]
+        missed = source == EMPTY
+        signature[empty] = source  # a miss writes EMPTY, which a later probe replaces
+        empty, bin_of = empty[missed], bin_of[missed]
+    # the rest (mostly bins of documents with very few shingles) take their own hash function
+    functions = slice(COPIES, None)
+    signature[empty] = _some_bins(hashes, counts, empty, num_perm, mult[functions], add[functions])
     signature[np.repeat(counts == 0, num_perm)] = 0
     return signature.reshape(n_docs, num_perm).astype(np.uint32)
 
 
-def _all_bins(hashes: np.ndarray, docs: np.ndarray, mult: np.ndarray, add: np.ndarray):
-    """Every bin's hash-function minimum for each document (shingles sorted by doc), in
-    steps of whole documents that keep the shingle-by-bin products in the CPU cache."""
-    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]]) if len(docs) else docs
-    bounds = np.r_[starts, len(docs)]
-    result = np.empty((len(starts), len(mult)), dtype=np.uint64)
-
-    def fill(first: int, stop: int) -> None:
-        while first < stop:
-            last = int(np.searchsorted(bounds, bounds[first] + _STEP_SHINGLES, side="right")) - 1
-            last = min(max(last, first + 1), stop)
-            low, high = bounds[first], bounds[last]
-            products = np.multiply.outer(hashes[low:high], mult)
-            products += add
-            result[first:last] = np.minimum.reduceat(products, starts[first:last] - low, axis=0)
-            first = last
-
-    halves = [(0, len(starts) // 2), (len(starts) // 2, len(starts))]
-    with ThreadPoolExecutor(max_workers=THREADS) as pool:  # numpy releases the GIL here
-        list(pool.map(lambda half: fill(*half), halves))
-    return result >> _32
+@cache
+def _probes(seed: int, num_perm: int) -> np.ndarray:
+    """The bins an empty bin looks at, in order: the same for every document."""
+    return np.random.default_rng([seed, 1]).integers(0, num_perm, (_PROBES, num_perm))
 
 
 def _some_bins(hashes, counts, slots, num_perm, mult, add) -> np.ndarray:

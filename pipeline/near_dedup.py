@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from pipeline.progress import progress
 from pipeline.stage import RunContext, StageResult
 
 STAGE = "near_dedup"
+THREADS = 2  # batches indexed at once; each holds `batch_records` texts in memory
 
 
 def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
@@ -49,7 +51,7 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
         texts = frame.select("text")
         shingled = index_batches(texts, members.height, settings, bands, rows, work)
         candidates = candidate_pairs(work)
-        measure = _measure(texts, settings, work)
+        measure = PairSimilarity(texts, settings, work)
         similarity = measure(candidates)
         candidates = candidates.with_columns(similarity.alias("similarity"))
         if settings.verify:
@@ -89,31 +91,36 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
 def index_batches(
     texts: pl.LazyFrame, n: int, settings: MinHashConfig, bands: int, rows: int, work: Path
 ) -> int:
-    """Write signatures and band keys of all texts, batch by batch; return how many texts
-    have shingles (the others cannot be near duplicates and are left out)."""
-    shingled = 0
-    with progress("minhash signatures", n) as advance:
-        for number, offset in enumerate(range(0, n, settings.batch_records)):
-            batch = texts.slice(offset, settings.batch_records).collect()["text"]
-            shingles = minhash.shingle_hashes(batch, settings.ngram, settings.char_ngram)
-            signature = minhash.signatures(shingles, len(batch), settings.num_perm, settings.seed)
-            present = minhash.has_shingles(shingles, len(batch))
-            docs = np.arange(offset, offset + len(batch), dtype=np.uint32)[present]
-            signature = signature[present]
-            keys = minhash.band_keys(signature, bands, rows)
-            pl.DataFrame({"doc": docs, "signature": signature}).write_parquet(
-                work / f"signatures-{number:05d}.parquet", compression="lz4"
-            )
-            pl.DataFrame(
-                {
-                    "band": np.tile(np.arange(bands, dtype=np.uint16), len(docs)),
-                    "key": keys.ravel(),
-                    "doc": np.repeat(docs, bands),
-                }
-            ).write_parquet(work / f"bands-{number:05d}.parquet", compression="lz4")
-            shingled += len(docs)
-            advance(len(batch))
-    return shingled
+    """Write signatures and band keys of all texts, batch by batch, two batches at a time
+    (polars and numpy release the GIL); return how many texts have shingles (the others
+    cannot be near duplicates and are left out)."""
+
+    def index(number: int) -> int:
+        offset = number * settings.batch_records
+        batch = texts.slice(offset, settings.batch_records).collect()["text"]
+        shingles = minhash.shingle_hashes(batch, settings.ngram, settings.char_ngram)
+        signature = minhash.signatures(shingles, len(batch), settings.num_perm, settings.seed)
+        present = minhash.has_shingles(shingles, len(batch))
+        docs = np.arange(offset, offset + len(batch), dtype=np.uint32)[present]
+        signature = signature[present]
+        keys = minhash.band_keys(signature, bands, rows)
+        pl.DataFrame({"doc": docs, "signature": signature}).write_parquet(
+            work / f"signatures-{number:05d}.parquet", compression="lz4"
+        )
+        band_table = {
+            "band": np.tile(np.arange(bands, dtype=np.uint16), len(docs)),
+            "key": keys.ravel(),
+            "doc": np.repeat(docs, bands),
+        }
+        pl.DataFrame(band_table).write_parquet(
+            work / f"bands-{number:05d}.parquet", compression="lz4"
+        )
+        advance(len(batch))
+        return len(docs)
+
+    batches = range(-(-n // settings.batch_records))
+    with progress("minhash signatures", n) as advance, ThreadPoolExecutor(THREADS) as pool:
+        return sum(pool.map(index, batches))
 
 
 def candidate_pairs(work: Path) -> pl.DataFrame:
@@ -137,16 +144,38 @@ def candidate_pairs(work: Path) -> pl.DataFrame:
     )
 
 
-def _measure(texts: pl.LazyFrame, settings: MinHashConfig, work: Path):
+class PairSimilarity:
     """The similarity of (left, right) row pairs: exact Jaccard of their shingle sets with
-    `verify`, else the fraction of equal signature positions."""
+    `verify`, else the fraction of equal signature positions. What it reads for a row (its
+    shingles, or its signature) is kept for later calls."""
 
-    def exact(pairs: pl.DataFrame) -> pl.Series:
-        rows = pl.concat([pairs["left"], pairs["right"]]).unique().sort()
-        chosen = texts.with_row_index("_row").filter(pl.col("_row").is_in(rows.implode())).collect()
-        shingles = minhash.shingle_hashes(chosen["text"], settings.ngram, settings.char_ngram)
-        sets = shingles.with_columns(chosen["_row"].gather(shingles["doc"]).alias("row"))
-        sets = sets.select("row", "hash").unique()
+    def __init__(self, texts: pl.LazyFrame, settings: MinHashConfig, work: Path):
+        self.texts, self.settings, self.work = texts, settings, work
+        self.shingles = pl.DataFrame(schema={"row": pl.UInt32, "hash": pl.UInt64})
+        self.signatures = pl.DataFrame(
+            schema={"doc": pl.UInt32, "signature": pl.Array(pl.UInt32, settings.num_perm)}
+        )
+
+    def __call__(self, pairs: pl.DataFrame) -> pl.Series:
+        if not pairs.height:
+            return pl.Series("similarity", [], dtype=pl.Float64)
+        rows = pl.concat([pairs["left"], pairs["right"]]).unique()
+        return self._exact(pairs, rows) if self.settings.verify else self._estimated(pairs, rows)
+
+    def _exact(self, pairs: pl.DataFrame, rows: pl.Series) -> pl.Series:
+        new = rows.filter(~rows.is_in(self.shingles["row"].unique().implode()))
+        if new.len():
+            chosen = (
+                self.texts.with_row_index("_row")
+                .filter(pl.col("_row").is_in(new.implode()))
+                .collect()
+            )
+            found = minhash.shingle_hashes(
+                chosen["text"], self.settings.ngram, self.settings.char_ngram
+            )
+            found = found.select(chosen["_row"].gather(found["doc"]).alias("row"), "hash").unique()
+            self.shingles = pl.concat([self.shingles, found])
+        sets = self.shingles
         sizes = sets.group_by("row").len()
         numbered = pairs.select("left", "right").with_row_index("_pair")
         common = (
@@ -165,23 +194,14 @@ def _measure(texts: pl.LazyFrame, settings: MinHashConfig, work: Path):
         union = scored["left_size"].fill_null(0) + scored["right_size"].fill_null(0) - common_count
         return (common_count / union).fill_nan(0.0).alias("similarity")
 
-    def estimated(pairs: pl.DataFrame) -> pl.Series:
-        rows = pl.concat([pairs["left"], pairs["right"]]).unique()
-        stored = (
-            pl.scan_parquet(work / "signatures-*.parquet")
-            .filter(pl.col("doc").is_in(rows.implode()))
-            .collect()
-            .sort("doc")
-        )
-        order = stored["doc"].to_numpy()
-        matrix = stored["signature"].to_numpy()
+    def _estimated(self, pairs: pl.DataFrame, rows: pl.Series) -> pl.Series:
+        new = rows.filter(~rows.is_in(self.signatures["doc"].implode()))
+        if new.len():
+            stored = pl.scan_parquet(self.work / "signatures-*.parquet")
+            found = stored.filter(pl.col("doc").is_in(new.implode())).collect()
+            self.signatures = pl.concat([self.signatures, found]).sort("doc")
+        order = self.signatures["doc"].to_numpy()
+        matrix = self.signatures["signature"].to_numpy()
         left = matrix[np.searchsorted(order, pairs["left"].to_numpy())]
         right = matrix[np.searchsorted(order, pairs["right"].to_numpy())]
         return pl.Series("similarity", minhash.estimated_jaccard(left, right))
-
-    def measure(pairs: pl.DataFrame) -> pl.Series:
-        if not pairs.height:
-            return pl.Series("similarity", [], dtype=pl.Float64)
-        return exact(pairs) if settings.verify else estimated(pairs)
-
-    return measure
