@@ -152,7 +152,7 @@ class MinHashConfig(Strict):
         description="also link kept records of different groups this similar; LSH is then "
         "tuned to find pairs from this similarity up (more pairs to verify)",
     )
-    seed: int = 1
+    seed: Annotated[int, Field(ge=0)] = 1
     batch_records: Annotated[int, Field(ge=1000)] = 50_000
 
     @model_validator(mode="after")

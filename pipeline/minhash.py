@@ -2,8 +2,8 @@
 
 Shingles: the text is lower-cased and every run of characters that are not letters or digits
 becomes one space; shingles are the `ngram` consecutive words (a text shorter than that is
-one shingle), or the `char_ngram` consecutive characters for a text without any whitespace
-(Chinese, Japanese, identifiers). Tokens are hashed with xxh3-64 (polars-hash) and each
+one shingle), or, for a text without any whitespace (Chinese, Japanese, identifiers), the
+`char_ngram` consecutive letters and digits (other characters are left out). Tokens are hashed with xxh3-64 (polars-hash) and each
 shingle's hash mixes its tokens' hashes in order.
 
 Signatures: one-permutation MinHash (Li, Owen and Zhang 2012) with optimal densification
@@ -29,10 +29,9 @@ import numpy as np
 import polars as pl
 import polars_hash  # noqa: F401  (registers the .nchash namespace)
 
-EMPTY = np.uint64(1 << 32)  # beyond every 32-bit value: marks an empty bin
+EMPTY = np.uint32(0xFFFFFFFF)  # marks an empty bin; values stop one below it
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _32 = np.uint64(32)
-_LOW32 = np.uint64(0xFFFFFFFF)
 _CHUNK_ELEMENTS = 1 << 18  # shingle-times-empty-bin products per step: fits in the CPU cache
 _PROBES = 8  # densification probes per empty bin before its own hash function decides
 # Each shingle enters the set as this many copies (shingle, i): Jaccard similarity is
@@ -110,13 +109,13 @@ def signatures(shingles: pl.DataFrame, n_docs: int, num_perm: int, seed: int) ->
     shingles = shingles.sort("doc")
     hashes, docs = shingles["hash"].to_numpy(), shingles["doc"].to_numpy().astype(np.int64)
     mult, add = _hash_functions(seed, num_perm)
-    filled = np.full(n_docs * num_perm, EMPTY, dtype=np.uint64)
+    filled = np.full(n_docs * num_perm, EMPTY, dtype=np.uint32)
     for copy in range(COPIES):  # each copy of a shingle is one more element of the set
         # one multiply-add: its high half picks the bin, its low half is the value
         mixed = hashes * mult[copy] + add[copy]
         bins = ((mixed >> _32) * np.uint64(num_perm)) >> _32
         slots = docs * num_perm + bins.astype(np.int64)
-        np.minimum.at(filled, slots, mixed & _LOW32)
+        np.minimum.at(filled, slots, np.minimum(mixed.astype(np.uint32), EMPTY - 1))
     counts = np.bincount(docs, minlength=n_docs)
     signature = filled.copy()
     empty = np.flatnonzero((filled == EMPTY) & np.repeat(counts > 0, num_perm))
@@ -130,7 +129,7 @@ def signatures(shingles: pl.DataFrame, n_docs: int, num_perm: int, seed: int) ->
     functions = slice(COPIES, None)
     signature[empty] = _some_bins(hashes, counts, empty, num_perm, mult[functions], add[functions])
     signature[np.repeat(counts == 0, num_perm)] = 0
-    return signature.reshape(n_docs, num_perm).astype(np.uint32)
+    return signature.reshape(n_docs, num_perm)
 
 
 @cache
@@ -142,7 +141,7 @@ def _probes(seed: int, num_perm: int) -> np.ndarray:
 def _some_bins(hashes, counts, slots, num_perm, mult, add) -> np.ndarray:
     """The hash-function minimum of single (document, bin) slots, each over its document's
     shingles (sorted by doc)."""
-    result = np.empty(len(slots), dtype=np.uint64)
+    result = np.empty(len(slots), dtype=np.uint32)
     starts = np.cumsum(counts) - counts
     for chunk in _chunks(counts[slots // num_perm], _CHUNK_ELEMENTS):
         doc, fn = slots[chunk] // num_perm, slots[chunk] % num_perm

@@ -3,8 +3,8 @@
 1. Records are read in batches of `batch_records`; each batch's signatures (pipeline/minhash.py)
    and LSH band keys are written to Parquet in the run folder, so memory holds one batch.
 2. Candidate pairs come from polars group-bys over the band table: every member of a bucket
-   (records with equal keys in one band) is linked to the bucket's first record, so a bucket
-   of k records gives k-1 edges, never all pairs.
+   (records with equal keys in one band) is linked to the bucket's first record and to the
+   member before it, so a bucket of k records gives at most 2(k-1) edges, never all pairs.
 3. With `verify` (the default), each candidate pair's exact Jaccard similarity of shingle sets
    decides: at or above `threshold` a duplicate, at or above `related_threshold` (when set;
    bands are then tuned to it) a link between related records; without `verify` every
@@ -31,6 +31,7 @@ from pipeline.stage import RunContext, StageResult
 
 STAGE = "near_dedup"
 THREADS = 2  # batches indexed at once; each holds `batch_records` texts in memory
+PAIR_CHUNK = 50_000  # pairs (and texts) verified at once
 
 
 def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
@@ -104,9 +105,10 @@ def index_batches(
         docs = np.arange(offset, offset + len(batch), dtype=np.uint32)[present]
         signature = signature[present]
         keys = minhash.band_keys(signature, bands, rows)
-        pl.DataFrame({"doc": docs, "signature": signature}).write_parquet(
-            work / f"signatures-{number:05d}.parquet", compression="lz4"
-        )
+        if not settings.verify:  # only the estimated similarity reads them again
+            pl.DataFrame({"doc": docs, "signature": signature}).write_parquet(
+                work / f"signatures-{number:05d}.parquet", compression="lz4"
+            )
         band_table = {
             "band": np.tile(np.arange(bands, dtype=np.uint16), len(docs)),
             "key": keys.ravel(),
@@ -125,29 +127,41 @@ def index_batches(
 
 def candidate_pairs(work: Path) -> pl.DataFrame:
     """(left, right) row pairs that share a bucket in some band: every member of a bucket
-    paired with the bucket's smallest row (left < right), each pair once, sorted."""
+    paired with the bucket's smallest row and with the member before it (at most 2(k-1)
+    pairs for k members, so verification still has a second path when the smallest row
+    is the odd one out), left < right, each pair once, sorted."""
     if not any(work.glob("bands-*.parquet")):
         return pl.DataFrame(schema={"left": pl.UInt32, "right": pl.UInt32})
     bands = pl.scan_parquet(work / "bands-*.parquet")
-    roots = (
+    shared = (
         bands.group_by("band", "key")
-        .agg(pl.col("doc").min().alias("left"), pl.len().alias("size"))
+        .agg(pl.col("doc").min().alias("root"), pl.len().alias("size"))
         .filter(pl.col("size") > 1)
     )
+    members = (
+        bands.join(shared, on=["band", "key"])
+        .select("band", "key", "root", "doc")
+        .collect(engine="streaming")
+        .sort("band", "key", "doc")
+    )
+    previous = pl.col("doc").shift(1).over("band", "key")
+    pairs = pl.concat(
+        [
+            members.select(pl.col("root").alias("left"), pl.col("doc").alias("right")),
+            members.select(previous.alias("left"), pl.col("doc").alias("right")),
+        ]
+    )
     return (
-        bands.join(roots, on=["band", "key"])
-        .filter(pl.col("doc") != pl.col("left"))
-        .select("left", pl.col("doc").alias("right"))
+        pairs.filter(pl.col("left").is_not_null() & (pl.col("left") != pl.col("right")))
         .unique()
         .sort("left", "right")
-        .collect(engine="streaming")
     )
 
 
 class PairSimilarity:
     """The similarity of (left, right) row pairs: exact Jaccard of their shingle sets with
     `verify`, else the fraction of equal signature positions. What it reads for a row (its
-    shingles, or its signature) is kept for later calls."""
+    shingles, or its signature) and the similarities it measured are kept for later calls."""
 
     def __init__(self, texts: pl.LazyFrame, settings: MinHashConfig, work: Path):
         self.texts, self.settings, self.work = texts, settings, work
@@ -155,27 +169,57 @@ class PairSimilarity:
         self.signatures = pl.DataFrame(
             schema={"doc": pl.UInt32, "signature": pl.Array(pl.UInt32, settings.num_perm)}
         )
+        self.known = pl.DataFrame(
+            schema={"left": pl.UInt32, "right": pl.UInt32, "similarity": pl.Float64}
+        )
 
     def __call__(self, pairs: pl.DataFrame) -> pl.Series:
-        if not pairs.height:
-            return pl.Series("similarity", [], dtype=pl.Float64)
-        rows = pl.concat([pairs["left"], pairs["right"]]).unique()
-        return self._exact(pairs, rows) if self.settings.verify else self._estimated(pairs, rows)
+        """Similarities in the order of `pairs`; pairs measured before are not measured again."""
+        ordered = pairs.select(
+            pl.min_horizontal("left", "right").alias("left"),
+            pl.max_horizontal("left", "right").alias("right"),
+        )
+        looked_up = ordered.join(
+            self.known, on=["left", "right"], how="left", maintain_order="left"
+        )
+        missing = looked_up.filter(pl.col("similarity").is_null()).select("left", "right").unique()
+        if missing.height:
+            rows = pl.concat([missing["left"], missing["right"]]).unique()
+            measure = self._exact if self.settings.verify else self._estimated
+            measured = missing.with_columns(measure(missing, rows).alias("similarity"))
+            self.known = pl.concat([self.known, measured])
+            looked_up = ordered.join(
+                self.known, on=["left", "right"], how="left", maintain_order="left"
+            )
+        return looked_up["similarity"]
 
     def _exact(self, pairs: pl.DataFrame, rows: pl.Series) -> pl.Series:
-        new = rows.filter(~rows.is_in(self.shingles["row"].unique().implode()))
-        if new.len():
+        self._load_shingles(rows)
+        parts = [
+            self._jaccard(pairs.slice(start, PAIR_CHUNK))
+            for start in range(0, pairs.height, PAIR_CHUNK)
+        ]
+        return pl.concat(parts).alias("similarity")
+
+    def _load_shingles(self, rows: pl.Series) -> None:
+        """Shingle sets of the rows not read yet, read in chunks (bounded memory)."""
+        new = rows.filter(~rows.is_in(self.shingles["row"].unique().implode())).sort()
+        for start in range(0, new.len(), PAIR_CHUNK):
+            wanted = new.slice(start, PAIR_CHUNK).implode()
             chosen = (
                 self.texts.with_row_index("_row")
-                .filter(pl.col("_row").is_in(new.implode()))
-                .collect()
+                .filter(pl.col("_row").is_in(wanted))
+                .collect(engine="streaming")
             )
             found = minhash.shingle_hashes(
                 chosen["text"], self.settings.ngram, self.settings.char_ngram
             )
             found = found.select(chosen["_row"].gather(found["doc"]).alias("row"), "hash").unique()
             self.shingles = pl.concat([self.shingles, found])
-        sets = self.shingles
+
+    def _jaccard(self, pairs: pl.DataFrame) -> pl.Series:
+        rows = pl.concat([pairs["left"], pairs["right"]]).unique().implode()
+        sets = self.shingles.filter(pl.col("row").is_in(rows))
         sizes = sets.group_by("row").len()
         numbered = pairs.select("left", "right").with_row_index("_pair")
         common = (
@@ -192,7 +236,7 @@ class PairSimilarity:
         )
         common_count = scored["common"].fill_null(0).cast(pl.Float64)
         union = scored["left_size"].fill_null(0) + scored["right_size"].fill_null(0) - common_count
-        return (common_count / union).fill_nan(0.0).alias("similarity")
+        return (common_count / union).fill_nan(0.0)
 
     def _estimated(self, pairs: pl.DataFrame, rows: pl.Series) -> pl.Series:
         new = rows.filter(~rows.is_in(self.signatures["doc"].implode()))
