@@ -354,8 +354,7 @@ def run_thresher(corpus: Path, work: Path, verify: bool, seed: int) -> tuple[dic
 
         return wrapper
 
-    # The steps are wrapped where the stage has them (its internals change; a missing one is
-    # simply not broken out). The pair-similarity measure is called first for the candidates,
+    # The pair-similarity measure is called first for the candidates,
     # then by duplicates.apply for the evidence of the dropped records.
     similarity_calls = iter(["similarity of candidates"])
 
@@ -368,23 +367,13 @@ def run_thresher(corpus: Path, work: Path, verify: bool, seed: int) -> tuple[dic
         (duplicates, "resolve", "clusters (resolve)"),
         (duplicates, "apply", "events + frame (apply)"),
     ):
-        if hasattr(module, attribute):
-            setattr(module, attribute, timed(name, getattr(module, attribute)))
-    if hasattr(stage_module, "PairSimilarity"):  # a class whose instances measure pairs
-        measure_pairs = stage_module.PairSimilarity.__call__
+        setattr(module, attribute, timed(name, getattr(module, attribute)))
+    measure_pairs = stage_module.PairSimilarity.__call__
 
-        def call(self, pairs):
-            return timed(similarity_step(), measure_pairs)(self, pairs)
+    def call(self, pairs):
+        return timed(similarity_step(), measure_pairs)(self, pairs)
 
-        stage_module.PairSimilarity.__call__ = call
-    elif hasattr(stage_module, "_measure"):  # a factory of measuring functions
-        make_measure = stage_module._measure
-
-        def measure_factory(*args, **kwargs):
-            measure = make_measure(*args, **kwargs)
-            return lambda pairs: timed(similarity_step(), measure)(pairs)
-
-        stage_module._measure = measure_factory
+    stage_module.PairSimilarity.__call__ = call
 
     _reset_peak_rss()
     started = time.perf_counter()
