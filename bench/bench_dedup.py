@@ -76,7 +76,11 @@ BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 sys.path[:0] = [str(BENCH_DIR), str(ROOT)]
 
-from bench_spine import CHANGELOG_PACKAGES  # noqa: E402  (the fixed package list)
+from bench_spine import (  # noqa: E402  (the fixed package list; peak RSS readings)
+    CHANGELOG_PACKAGES,
+    _peak_rss_mb,
+    _reset_peak_rss,
+)
 
 OUT = BENCH_DIR / "out"
 INPUT = OUT / "dedup-input"
@@ -264,27 +268,6 @@ def describe_corpus(path: Path) -> dict:
 # ---------------------------------------------------------------------------------------------
 # The sides, each run in a fresh subprocess; each writes its clusters as an int32 array
 # (-1: in no cluster of two or more; else the cluster's representative document)
-
-
-def _peak_rss_mb() -> float | None:
-    """This process's peak RSS (Linux VmHWM), in MiB."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak_rss() -> None:
-    """Start a new peak-RSS window (Linux only; resets ru_maxrss too)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")
-    except OSError:
-        pass
 
 
 def _banding() -> tuple[int, int]:
