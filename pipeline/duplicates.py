@@ -135,7 +135,7 @@ def resolve(
         clustered = pl.DataFrame(
             {"_i": nodes, "_cluster": roots}, schema_overrides={"_i": pl.UInt32}
         )
-        ranked = members.join(clustered, on="_i").sort(**sort_keys(rules), nulls_last=True)
+        ranked = members.join(clustered, on="_i").sort(**_keep_order(rules), nulls_last=True)
         ranked = ranked.with_columns(
             pl.col("_i").first().over("_cluster").alias("kept_i"),
             pl.col("record_id").first().over("_cluster").alias("kept_record_id"),
@@ -174,15 +174,11 @@ def resolve(
     return Resolution(dropped, named.filter(~pl.col("_i").is_in(gone)))
 
 
-def _keep_sort(rules: list[str]) -> tuple[list[str], list[bool]]:
+def _keep_order(rules: list[str]) -> dict:
+    """Sort arguments that put the record to keep first: published, then the rules."""
     rules = [*dict.fromkeys([*rules, "lowest_record_id"])]
     columns = ["_published", *(KEEP_KEYS[rule][0] for rule in rules)]
     descending = [True, *(KEEP_KEYS[rule][1] for rule in rules)]
-    return columns, descending
-
-
-def sort_keys(rules: list[str]) -> dict:
-    columns, descending = _keep_sort(rules)
     return {"by": columns, "descending": descending}
 
 
