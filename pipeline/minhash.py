@@ -1,9 +1,10 @@
 """MinHash signatures and LSH bands, computed for a whole batch of documents at once.
 
-Shingles: the text is lower-cased and every run of characters that are not letters or digits
-becomes one space; shingles are the `ngram` consecutive words (a text shorter than that is
-one shingle), or, for a text without any whitespace (Chinese, Japanese, identifiers), the
-`char_ngram` consecutive letters and digits (other characters are left out). Tokens are hashed with xxh3-64 (polars-hash) and each
+Shingles: the text is lower-cased and every run of characters that are not letters, marks
+or digits becomes one space; shingles are the `ngram` consecutive words (a text shorter than
+that is one shingle), or the `char_ngram` consecutive letters and digits (other characters
+left out) for a text without whitespace (identifiers) or mostly in a script written
+without spaces (Chinese, Japanese, Thai, ...). Tokens are hashed with xxh3-64 (polars-hash) and each
 shingle's hash mixes its tokens' hashes in order.
 
 Signatures: one-permutation MinHash (Li, Owen and Zhang 2012) with optimal densification
@@ -33,6 +34,9 @@ EMPTY = np.uint32(0xFFFFFFFF)  # marks an empty bin; values stop one below it
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _32 = np.uint64(32)
 _CHUNK_ELEMENTS = 1 << 18  # shingle-times-empty-bin products per step: fits in the CPU cache
+SPACELESS_SCRIPTS = (
+    r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}]"
+)
 _PROBES = 8  # densification probes per empty bin before its own hash function decides
 # Each shingle enters the set as this many copies (shingle, i): Jaccard similarity is
 # unchanged, and short documents fill more bins, so fewer need densifying.
@@ -42,19 +46,35 @@ COPIES = 4
 def shingle_hashes(texts: pl.Series, ngram: int, char_ngram: int) -> pl.DataFrame:
     """(doc, hash) for every shingle of every text; doc is the text's position in `texts`.
     A text with no letters or digits has no shingles."""
-    # Only runs of other characters than letters, digits and spaces are replaced: far fewer
-    # matches than replacing every separator, and the empty tokens of double spaces go below.
+    # Only runs of other characters than letters, marks, digits and spaces are replaced: far
+    # fewer matches than replacing every separator; the empty tokens of double spaces go below.
     docs = pl.DataFrame(
         {
-            "text": texts.str.to_lowercase().str.replace_all(r"[^\p{L}\p{N} ]+", " "),
-            "spaced": texts.str.contains(r"\s"),
+            "text": texts.str.to_lowercase().str.replace_all(r"[^\p{L}\p{M}\p{N} ]+", " "),
+            "by_character": by_character(texts),
         }
     ).with_row_index("doc")
-    words = docs.filter("spaced").select("doc", pl.col("text").str.split(" ").alias("token"))
-    chars = docs.filter(~pl.col("spaced")).select(
+    words = docs.filter(~pl.col("by_character")).select(
+        "doc", pl.col("text").str.split(" ").alias("token")
+    )
+    chars = docs.filter("by_character").select(
         "doc", pl.col("text").str.replace_all(" ", "", literal=True).str.split("").alias("token")
     )
     return pl.concat([_ngram_hashes(words, ngram), _ngram_hashes(chars, char_ngram)])
+
+
+def by_character(texts: pl.Series) -> pl.Series:
+    """Whether a text is shingled by characters: it has no whitespace, or at least 30% of its
+    letters belong to scripts written without spaces between words (Chinese, Japanese, Thai,
+    ...), so that a line break does not turn such a text into a few long "words"."""
+    characters = ~texts.str.contains(r"\s")
+    spaceless = texts.str.contains(SPACELESS_SCRIPTS)
+    if spaceless.any():
+        rows = spaceless.arg_true()
+        some = texts.gather(rows)
+        share = some.str.count_matches(SPACELESS_SCRIPTS) / some.str.count_matches(r"\p{L}")
+        characters = characters.scatter(rows, characters.gather(rows) | (share >= 0.3))
+    return characters
 
 
 def _ngram_hashes(tokens: pl.DataFrame, n: int) -> pl.DataFrame:

@@ -160,12 +160,11 @@ def candidate_pairs(work: Path) -> pl.DataFrame:
 
 class PairSimilarity:
     """The similarity of (left, right) row pairs: exact Jaccard of their shingle sets with
-    `verify`, else the fraction of equal signature positions. What it reads for a row (its
-    shingles, or its signature) and the similarities it measured are kept for later calls."""
+    `verify`, else the fraction of equal signature positions. The similarities it measured
+    (and the signatures it read) are kept for later calls."""
 
     def __init__(self, texts: pl.LazyFrame, settings: MinHashConfig, work: Path):
         self.texts, self.settings, self.work = texts, settings, work
-        self.shingles = pl.DataFrame(schema={"row": pl.UInt32, "hash": pl.UInt64})
         self.signatures = pl.DataFrame(
             schema={"doc": pl.UInt32, "signature": pl.Array(pl.UInt32, settings.num_perm)}
         )
@@ -184,42 +183,39 @@ class PairSimilarity:
         )
         missing = looked_up.filter(pl.col("similarity").is_null()).select("left", "right").unique()
         if missing.height:
-            rows = pl.concat([missing["left"], missing["right"]]).unique()
             measure = self._exact if self.settings.verify else self._estimated
-            measured = missing.with_columns(measure(missing, rows).alias("similarity"))
+            measured = missing.with_columns(measure(missing).alias("similarity"))
             self.known = pl.concat([self.known, measured])
             looked_up = ordered.join(
                 self.known, on=["left", "right"], how="left", maintain_order="left"
             )
         return looked_up["similarity"]
 
-    def _exact(self, pairs: pl.DataFrame, rows: pl.Series) -> pl.Series:
-        self._load_shingles(rows)
-        parts = [
-            self._jaccard(pairs.slice(start, PAIR_CHUNK))
-            for start in range(0, pairs.height, PAIR_CHUNK)
-        ]
-        return pl.concat(parts).alias("similarity")
+    def _exact(self, pairs: pl.DataFrame) -> pl.Series:
+        """Exact Jaccard, PAIR_CHUNK pairs at a time (sorted, so a chunk's rows are close):
+        only one chunk's shingle sets are in memory at once."""
+        order = pairs.with_row_index("_pair").sort("left", "right")
+        parts = []
+        for start in range(0, order.height, PAIR_CHUNK):
+            chunk = order.slice(start, PAIR_CHUNK)
+            similarity = self._jaccard(chunk, self._shingle_sets(chunk))
+            parts.append(chunk.select("_pair", similarity.alias("similarity")))
+        return pl.concat(parts).sort("_pair")["similarity"]
 
-    def _load_shingles(self, rows: pl.Series) -> None:
-        """Shingle sets of the rows not read yet, read in chunks (bounded memory)."""
-        new = rows.filter(~rows.is_in(self.shingles["row"].unique().implode())).sort()
-        for start in range(0, new.len(), PAIR_CHUNK):
-            wanted = new.slice(start, PAIR_CHUNK).implode()
-            chosen = (
-                self.texts.with_row_index("_row")
-                .filter(pl.col("_row").is_in(wanted))
-                .collect(engine="streaming")
-            )
-            found = minhash.shingle_hashes(
-                chosen["text"], self.settings.ngram, self.settings.char_ngram
-            )
-            found = found.select(chosen["_row"].gather(found["doc"]).alias("row"), "hash").unique()
-            self.shingles = pl.concat([self.shingles, found])
-
-    def _jaccard(self, pairs: pl.DataFrame) -> pl.Series:
+    def _shingle_sets(self, pairs: pl.DataFrame) -> pl.DataFrame:
+        """(row, hash) of the shingle sets of the rows of `pairs`, read from the texts."""
         rows = pl.concat([pairs["left"], pairs["right"]]).unique().implode()
-        sets = self.shingles.filter(pl.col("row").is_in(rows))
+        chosen = (
+            self.texts.with_row_index("_row")
+            .filter(pl.col("_row").is_in(rows))
+            .collect(engine="streaming")
+        )
+        found = minhash.shingle_hashes(
+            chosen["text"], self.settings.ngram, self.settings.char_ngram
+        )
+        return found.select(chosen["_row"].gather(found["doc"]).alias("row"), "hash").unique()
+
+    def _jaccard(self, pairs: pl.DataFrame, sets: pl.DataFrame) -> pl.Series:
         sizes = sets.group_by("row").len()
         numbered = pairs.select("left", "right").with_row_index("_pair")
         common = (
@@ -238,7 +234,8 @@ class PairSimilarity:
         union = scored["left_size"].fill_null(0) + scored["right_size"].fill_null(0) - common_count
         return (common_count / union).fill_nan(0.0)
 
-    def _estimated(self, pairs: pl.DataFrame, rows: pl.Series) -> pl.Series:
+    def _estimated(self, pairs: pl.DataFrame) -> pl.Series:
+        rows = pl.concat([pairs["left"], pairs["right"]]).unique()
         new = rows.filter(~rows.is_in(self.signatures["doc"].implode()))
         if new.len():
             stored = pl.scan_parquet(self.work / "signatures-*.parquet")

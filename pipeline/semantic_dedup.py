@@ -5,10 +5,11 @@ cached by content hash), so the inner product of two vectors is the cosine of th
 Pairs at least `related_threshold` similar (or `threshold`, when that is unset) are found with
 faiss:
 
-- up to `exact_search_max` records, exactly: a flat inner-product index over all of them and
-  a range search of every record against it;
+- up to `exact_search_max` records, exactly: a flat inner-product index over all of them,
+  searched for every record's 32 nearest records, of which those above the floor count (a
+  cluster of k near-identical texts gives about 32k pairs, not k^2 / 2, and stays connected);
 - above, as in SemDeDup (Abbas et al., 2023): spherical k-means cuts the vectors into
-  `partitions` (default about sqrt(records)) and the exact range search runs within each
+  `partitions` (default about sqrt(records)) and the same search runs within each
   partition only. It costs about n^1.5 instead of n^2 and misses the pairs whose two
   records fall into different partitions: 6-9% of the duplicate pairs on the benchmark
   corpus (bench/README.md), the price of searching 100k records in 9 s instead of 170 s.
@@ -17,7 +18,8 @@ Pairs with cosine >= `threshold` are duplicates: pipeline/duplicates.py clusters
 one record per cluster by the keep rule (a record published in the parent version first) and
 drops the others with reason `semantic_duplicate`, evidence naming the kept record and the
 cosine between the two. Pairs with `related_threshold` <= cosine < `threshold` are related:
-kept records of different groups share a cluster id, so the split stage keeps them together.
+kept records of different groups share a cluster id, which the split stage can use to keep
+them together.
 Every similarity is recomputed from the vectors in one place, so both searches report the
 same pairs with the same values, whatever faiss's blocking and threads.
 """
@@ -38,7 +40,8 @@ from pipeline.stage import RunContext, StageResult
 
 STAGE = "semantic_dedup"
 SEED = 1234
-QUERY_BLOCK = 8192  # query rows per range search: bounds the memory of faiss's result
+QUERY_BLOCK = 8192  # query rows per search: bounds the memory of faiss's result
+NEIGHBOURS = 32  # nearest rows each row is compared with
 
 
 def semantic_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
@@ -104,26 +107,35 @@ def similar_pairs(
 
 
 def cosines(vectors: np.ndarray, left, right) -> np.ndarray:
-    """The cosine of each pair of rows: their inner product, the vectors being unit length."""
+    """The cosine of each pair of rows: their inner product, the vectors being unit length
+    (in blocks, so that only a block of pairs' vectors is copied at a time)."""
     left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
-    return np.einsum("ij,ij->i", vectors[left], vectors[right])
+    result = np.empty(len(left), dtype=np.float32)
+    for start in range(0, len(left), QUERY_BLOCK):
+        block = slice(start, start + QUERY_BLOCK)
+        result[block] = np.einsum("ij,ij->i", vectors[left[block]], vectors[right[block]])
+    return result
 
 
 def _range_pairs(vectors: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair of rows (left < right) whose inner product faiss finds >= floor."""
+    """Pairs of rows (left < right) at least `floor` similar, each row paired with at most
+    NEIGHBOURS of its nearest rows: a cluster of k near-identical texts then gives about
+    k * NEIGHBOURS pairs, not k^2 / 2, and still stays connected."""
     import faiss
 
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(vectors)
-    lefts, rights = [], []
+    wanted = min(NEIGHBOURS + 1, len(vectors))  # + 1: a row finds itself
+    lefts, rights = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
     for start in range(0, len(vectors), QUERY_BLOCK):
-        limits, _, labels = index.range_search(vectors[start : start + QUERY_BLOCK], floor)
-        query = start + np.repeat(np.arange(len(limits) - 1), np.diff(limits).astype(np.int64))
-        later = query < labels  # each pair once, no self pairs
-        lefts.append(query[later])
-        rights.append(labels[later])
-    empty = np.empty(0, dtype=np.int64)
-    return np.concatenate([empty, *lefts]), np.concatenate([empty, *rights])
+        similarity, labels = index.search(vectors[start : start + QUERY_BLOCK], wanted)
+        query = np.repeat(np.arange(start, start + len(labels)), wanted)
+        found = labels.ravel()
+        near = (similarity.ravel() >= floor) & (found >= 0) & (found != query)
+        lefts.append(np.minimum(query[near], found[near]))
+        rights.append(np.maximum(query[near], found[near]))
+    pairs = np.unique(np.stack([np.concatenate(lefts), np.concatenate(rights)]), axis=1)
+    return pairs[0], pairs[1]
 
 
 def _partitioned_pairs(

@@ -200,7 +200,11 @@ def test_bad_jsonl_lines_exit_2_and_the_outputs_are_still_written(tmp_path, sms_
         ),
         (
             ["data.jsonl", "--text-field", "body", "--method", "exact"],
-            r"no row has a text in field 'body'",
+            r"no row has a field 'body'; .*--text-field",
+        ),
+        (
+            ["data.jsonl", "--id-field", "msg_id", "--method", "exact"],
+            r"no row has a field 'msg_id'; .*--id-field",
         ),
         (["data.jsonl", "--minhash-threshold", "1.5"], r"--minhash-threshold 1.5: .*less than"),
         (["data.jsonl", "--method", "exact", "--output", "data.csv"], r"cannot create"),

@@ -108,3 +108,23 @@ def test_union_find_components_match_a_plain_search():
         for node in seen:
             expected[node] = min(seen)
     assert dict(zip(nodes.tolist(), roots.tolist(), strict=True)) == expected
+
+
+def test_text_in_a_script_without_spaces_is_shingled_by_characters_even_across_lines():
+    one_line = "今天天气很好我们去公园散步吧晚上再一起吃饭"
+    two_lines = "今天天气很好我们去公园散步吧\n晚上再一起吃饭"
+    mixed = "release notes mention 你 once"
+    assert minhash.by_character(pl.Series([one_line, two_lines, mixed])).to_list() == [
+        True,
+        True,
+        False,  # mostly Latin letters: words
+    ]
+    shingles = minhash.shingle_hashes(pl.Series([one_line, two_lines]), 5, 5)
+    sets = [set(shingles.filter(pl.col("doc") == doc)["hash"]) for doc in (0, 1)]
+    assert sets[0] == sets[1]  # a line break does not change character shingles
+
+
+def test_combining_marks_stay_inside_words():
+    hindi = "मैं आज बाज़ार गया और फल खरीदे"  # seven words
+    shingles = minhash.shingle_hashes(pl.Series([hindi]), 5, 5)
+    assert shingles.height == 7 - 5 + 1

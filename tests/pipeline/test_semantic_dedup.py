@@ -191,3 +191,40 @@ def test_semantic_dedup_catches_a_paraphrase_that_minhash_misses(workdir, sms_sp
         "sms-3010",
         "sms-330",
     ]
+
+
+def test_long_texts_that_share_only_their_opening_are_not_duplicates(workdir, sms_spam):
+    """The model reads 256 tokens: long texts are embedded in pieces and averaged, so a shared
+    400-word opening does not make two different long texts one."""
+    words = " ".join(sms_spam["text"].head(300).to_list()).split()
+    opening, tail_a, tail_b = words[:400], words[400:700], words[700:1000]
+    rows = [
+        {"record_id": "long-a", "text": " ".join(opening + tail_a)},
+        {"record_id": "long-b", "text": " ".join(opening + tail_b)},
+        {"record_id": "long-a-copy", "text": " ".join(opening + tail_a[:-3])},
+    ]
+    frame = as_records(rows, source="sms").collect()
+    records = frame.with_columns(content_hash=xxh3_128_hex(frame["text"])).lazy()
+    dedup, ctx = context(workdir)
+    result = semantic_dedup(records, dedup, ctx)
+    assert evidence_by_record(result.events).keys() == {"long-a-copy"}  # b is kept
+    assert evidence_by_record(result.events)["long-a-copy"]["duplicate_of"] == "long-a"
+
+
+def test_a_large_cluster_of_near_identical_vectors_gives_pairs_linear_in_its_size():
+    """Every record meets at most 32 nearest records: 3,000 near-identical vectors give at most
+    3,000 * 32 pairs instead of 4.5 million, and still one cluster."""
+    import numpy as np
+
+    from pipeline.config import SemanticConfig
+    from pipeline.duplicates import components
+    from pipeline.semantic_dedup import NEIGHBOURS, similar_pairs
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=384) + 0.01 * rng.normal(size=(3000, 384))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    pairs, search, _ = similar_pairs(vectors, 0.85, SemanticConfig())
+    assert search == "exact"
+    assert 3000 <= pairs.height <= 3000 * NEIGHBOURS
+    nodes, roots = components(pairs["left"].to_numpy(), pairs["right"].to_numpy())
+    assert len(nodes) == 3000 and set(roots.tolist()) == {0}
