@@ -76,8 +76,9 @@ BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 sys.path[:0] = [str(BENCH_DIR), str(ROOT)]
 
-from bench_spine import (  # noqa: E402  (the fixed package list; peak RSS readings)
+from bench_spine import (  # noqa: E402  (the fixed package list; peak RSS; the commit)
     CHANGELOG_PACKAGES,
+    _code_version,
     _peak_rss_mb,
     _reset_peak_rss,
 )
@@ -740,23 +741,6 @@ def _code_fingerprint() -> str:
         path = ROOT / "pipeline" / f"{name}.py"
         digest.update(path.read_bytes() if path.exists() else b"")
     return digest.hexdigest()[:12]
-
-
-def _code_version() -> str:
-    """The commit measured, marked dirty when pipeline/ has uncommitted changes."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "pipeline"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    except OSError:
-        return "unknown"
-    return f"{commit}{' (pipeline/ modified)' if dirty else ''}" if commit else "unknown"
 
 
 def _markdown(rows: list[dict]) -> str:
