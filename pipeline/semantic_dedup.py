@@ -91,7 +91,7 @@ def similar_pairs(
     search used ("exact" or "partitioned") and the number of partitions searched."""
     n = len(vectors)
     if n <= semantic.exact_search_max:
-        left, right = _range_pairs(vectors, floor)
+        left, right = _nearest_pairs(vectors, floor)
         search, partitions = "exact", 1
     else:
         partitions = min(n, semantic.partitions or round(math.sqrt(n)))
@@ -117,7 +117,7 @@ def cosines(vectors: np.ndarray, left, right) -> np.ndarray:
     return result
 
 
-def _range_pairs(vectors: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+def _nearest_pairs(vectors: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
     """Pairs of rows (left < right) at least `floor` similar, each row paired with at most
     NEIGHBOURS of its nearest rows: a cluster of k near-identical texts then gives about
     k * NEIGHBOURS pairs, not k^2 / 2, and still stays connected."""
@@ -160,7 +160,7 @@ def _partitioned_pairs(
     lefts, rights = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
     for rows in np.split(order, bounds):
         if len(rows) > 1:
-            left, right = _range_pairs(vectors[rows], floor)
+            left, right = _nearest_pairs(vectors[rows], floor)
             # rows is ascending, so left < right still holds in the whole set's numbering
             lefts.append(rows[left])
             rights.append(rows[right])
