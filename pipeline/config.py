@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import re
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -221,9 +221,33 @@ class DedupConfig(Strict):
 
 
 class SplitConfig(Strict):
-    strategy: Literal["group"] = "group"
+    """How records are assigned to train, validation and test (pipeline/split.py).
+
+    `group`: components of the group graph (groups joined by duplicate clusters and equal
+    content) go whole to one split, by a stable hash. `time`: a record's timestamp against
+    the cutoffs (train before `validation`, validation before `test`); duplicate clusters
+    still go whole, to the split of their anchor. `group_time`: each component goes to the
+    split of its anchor time; its records on the other side of a cutoff are dropped
+    (`group_time_conflict`) or moved with it, by `on_conflict`.
+    """
+
+    strategy: Literal["group", "time", "group_time"] = "group"
     fractions: dict[Literal[SPLITS], float] = {"train": 0.8, "validation": 0.1, "test": 0.1}
     salt: str = Field("", description="changes every new group's split; keep it fixed")
+    cutoffs: dict[Literal["validation", "test"], datetime] | Literal["quantiles"] | None = Field(
+        None,
+        description="time strategies: the first instant of validation and of test, or "
+        "`quantiles` (cut at the fractions of record times, frozen at the first publish)",
+    )
+    anchor: Literal["earliest", "latest"] = Field(
+        "earliest", description="group_time and time: which record's time places a component"
+    )
+    on_conflict: Literal["drop", "move"] = Field(
+        "drop", description="group_time: records on the wrong side of a cutoff"
+    )
+    stratify: Literal["label"] | None = Field(
+        None, description="group: balance each label's share of the splits"
+    )
 
     @field_validator("fractions")
     @classmethod
@@ -237,6 +261,113 @@ class SplitConfig(Strict):
         if "train" not in fractions:
             raise ValueError("fractions need a 'train' entry")
         return {name: fractions[name] for name in SPLITS if name in fractions}
+
+    @field_validator("cutoffs")
+    @classmethod
+    def _aware_cutoffs(cls, cutoffs: Any) -> Any:
+        if isinstance(cutoffs, dict):  # a bare date or naive time is UTC, as timestamps are
+            cutoffs = {
+                name: when if when.tzinfo else when.replace(tzinfo=UTC)
+                for name, when in cutoffs.items()
+            }
+        return cutoffs
+
+    @model_validator(mode="after")
+    def _strategy_settings(self) -> SplitConfig:
+        held_out = [name for name in SPLITS[1:] if self.fractions.get(name, 0) > 0]
+        if self.strategy == "group":
+            if self.cutoffs is not None:
+                raise ValueError("cutoffs need strategy time or group_time")
+            return self
+        if self.stratify is not None:
+            raise ValueError("stratify works with strategy group: time decides the other splits")
+        if self.cutoffs is None:
+            raise ValueError(
+                f"strategy {self.strategy} needs cutoffs: {{validation: 2023-01-01, test: "
+                "2024-01-01} or `quantiles`"
+            )
+        if isinstance(self.cutoffs, dict):
+            if sorted(self.cutoffs) != sorted(held_out):
+                raise ValueError(
+                    f"cutoffs must name exactly the held-out splits with a fraction: "
+                    f"{', '.join(held_out) or 'none'}"
+                )
+            ordered = [self.cutoffs[name] for name in ("validation", "test") if name in self.cutoffs]
+            if ordered != sorted(ordered) or len(set(ordered)) < len(ordered):
+                raise ValueError("the validation cutoff must come before the test cutoff")
+        return self
+
+
+ContaminationAction = Literal["drop", "quarantine"]
+
+
+class NgramCheck(Strict):
+    """Shared word n-grams after lower-casing and removing punctuation and extra spaces."""
+
+    n: Annotated[int, Field(ge=2, le=64)] = Field(13, description="words per n-gram (GPT-3: 13)")
+    short_n: Annotated[int, Field(ge=2, le=64)] = Field(
+        5, description="n for items shorter than n words; items shorter than this are skipped"
+    )
+    short_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        0.5, description="share of a short item's n-grams a record must hold"
+    )
+    action: ContaminationAction = "drop"
+
+    @model_validator(mode="after")
+    def _short_below_n(self) -> NgramCheck:
+        if self.short_n > self.n:
+            raise ValueError(f"short_n ({self.short_n}) must not exceed n ({self.n})")
+        return self
+
+
+class MinHashCheck(Strict):
+    """Estimated Jaccard similarity of word-shingle sets, confirmed exactly."""
+
+    threshold: Similarity = 0.8
+    num_perm: Annotated[int, Field(ge=16, le=1024)] = 128
+    ngram: Annotated[int, Field(ge=1, le=32)] = 5
+    seed: Annotated[int, Field(ge=0)] = 1
+    action: ContaminationAction = "quarantine"
+
+
+class EmbeddingCheck(Strict):
+    """Cosine similarity of all-MiniLM-L6-v2 embeddings: paraphrase and reformatting."""
+
+    threshold: Similarity = 0.85
+    batch_size: Annotated[int, Field(ge=1)] = 64
+    action: ContaminationAction = "quarantine"
+
+
+class ContaminationMethods(Strict):
+    exact: ContaminationAction | None = "drop"
+    ngram: NgramCheck | None = NgramCheck()
+    minhash: MinHashCheck | None = MinHashCheck()
+    embedding: EmbeddingCheck | None = Field(
+        None, description="off by default: embedding costs about 4 ms per record on a CPU"
+    )
+
+    @field_validator("exact", mode="before")
+    @classmethod
+    def _exact_on_off(cls, value: Any) -> Any:
+        return {True: "drop", False: None}.get(value, value) if isinstance(value, bool) else value
+
+    @field_validator("ngram", "minhash", "embedding", mode="before")
+    @classmethod
+    def _on_off(cls, value: Any) -> Any:
+        return _switch(value)
+
+
+class ContaminationConfig(Strict):
+    """Training (and validation) records checked against this run's test split and against
+    registered evaluation sets (`thresher eval register`); a match is dropped or quarantined
+    with reason `contaminated_eval`."""
+
+    protected: Literal["all"] | list[Annotated[str, Field(pattern=SLUG)]] = Field(
+        "all", description="registered evaluation sets to protect, or all of them"
+    )
+    check: list[Literal["train", "validation"]] = ["train", "validation"]
+    against_test: bool = Field(True, description="also check against this run's test split")
+    methods: ContaminationMethods = ContaminationMethods()
 
 
 class PublishConfig(Strict):
@@ -363,6 +494,7 @@ class RunConfig(Strict):
     policy: PolicyConfig = PolicyConfig()
     dedup: DedupConfig = DedupConfig()
     split: SplitConfig = SplitConfig()
+    contamination: ContaminationConfig = ContaminationConfig()
     publish: PublishConfig = PublishConfig()
     runner: RunnerConfig = RunnerConfig()
 
@@ -385,7 +517,6 @@ class RunConfig(Strict):
 # Sections of DESIGN.md's run config whose stages are not built yet.
 PLANNED_SECTIONS = {
     "quality": "the quality-filtering stage",
-    "contamination": "the contamination checks",
     "train": "the training stage",
 }
 

@@ -30,8 +30,16 @@ EXACT_DUPLICATE = "exact_duplicate"
 NEAR_DUPLICATE = "near_duplicate"  # MinHash
 SEMANTIC_DUPLICATE = "semantic_duplicate"  # embeddings
 
-# Split.
-SPLIT_CONFLICT = "split_conflict"
+# Split. `moved` events (non-terminal) say why a record is not where its parent version or
+# its own timestamp would put it; evidence {from, to}.
+SPLIT_CONFLICT = "split_conflict"  # its component's records were in different parent splits
+LOCKED_TEST = "locked_test"  # its component holds a record of the locked test set
+GROUP_TIME_CONFLICT = "group_time_conflict"  # its time is on the other side of a cutoff
+MISSING_TIMESTAMP = "missing_timestamp"  # time strategies: a record without a time
+
+# Contamination. Evidence: eval_set (a registered set, or "test" for this run's test split),
+# item (the eval item's id, or the test record's id), method, score, span (the matched words).
+CONTAMINATED_EVAL = "contaminated_eval"
 
 # Governance: license, consent and use terms; secrets; personal data; review; deletion.
 LICENSE_NOT_ALLOWED = "license_not_allowed"

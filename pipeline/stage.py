@@ -7,12 +7,16 @@ loaded by the flow; a stage never writes outside the run's folder.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from pipeline.config import RunConfig
+
+if TYPE_CHECKING:
+    from pipeline.eval_index import EvalSet
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,12 @@ class RunContext:
     deletions: pl.DataFrame | None = None
     # Reviewer decisions (REVIEW_DECISION_SCHEMA).
     review_decisions: pl.DataFrame | None = None
+    # The locked test set of this dataset name (columns: record_id), when one is locked.
+    locked_test: pl.DataFrame | None = None
+    # Time cutoffs frozen at the dataset's first publish ({"validation": datetime, ...}).
+    frozen_cutoffs: dict[str, datetime] | None = None
+    # Protected evaluation sets, verified against the catalog's sha256s by the flow.
+    eval_sets: tuple[EvalSet, ...] = ()
 
 
 # What a deletion request can name, and the record column it matches.
