@@ -34,6 +34,9 @@ EMPTY = np.uint32(0xFFFFFFFF)  # marks an empty bin; values stop one below it
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _32 = np.uint64(32)
 _CHUNK_ELEMENTS = 1 << 18  # shingle-times-empty-bin products per step: fits in the CPU cache
+# What separates words: every run of other characters than letters, marks, digits and spaces
+# becomes one space (runs of spaces stay; the empty pieces between them are not words).
+NON_WORD = r"[^\p{L}\p{M}\p{N} ]+"
 SPACELESS_SCRIPTS = (
     r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}]"
 )
@@ -50,7 +53,7 @@ def shingle_hashes(texts: pl.Series, ngram: int, char_ngram: int) -> pl.DataFram
     # fewer matches than replacing every separator; the empty tokens of double spaces go below.
     docs = pl.DataFrame(
         {
-            "text": texts.str.to_lowercase().str.replace_all(r"[^\p{L}\p{M}\p{N} ]+", " "),
+            "text": shingle_text(texts),
             "by_character": by_character(texts),
         }
     ).with_row_index("doc")
@@ -61,6 +64,13 @@ def shingle_hashes(texts: pl.Series, ngram: int, char_ngram: int) -> pl.DataFram
         "doc", pl.col("text").str.replace_all(" ", "", literal=True).str.split("").alias("token")
     )
     return pl.concat([_ngram_hashes(words, ngram), _ngram_hashes(chars, char_ngram)])
+
+
+def shingle_text(texts: pl.Series) -> pl.Series:
+    """The normalization of shingling: lower case, and every run of other characters than
+    letters, marks, digits and spaces one space; the words are the non-empty pieces between
+    spaces."""
+    return texts.str.to_lowercase().str.replace_all(NON_WORD, " ")
 
 
 def by_character(texts: pl.Series) -> pl.Series:
@@ -101,13 +111,13 @@ def _ngram_hashes(tokens: pl.DataFrame, n: int) -> pl.DataFrame:
         mixed ^= token_hashes[offset : offset + windows]
     whole = docs[:windows] == docs[n - 1 : n - 1 + windows]  # the run lies in one document
     grams = pl.DataFrame(
-        {"doc": docs[:windows][whole], "hash": _finalize(mixed[whole])},
+        {"doc": docs[:windows][whole], "hash": finalize(mixed[whole])},
         schema={"doc": pl.UInt32, "hash": pl.UInt64},
     )
     return pl.concat([short, grams])
 
 
-def _finalize(x: np.ndarray) -> np.ndarray:
+def finalize(x: np.ndarray) -> np.ndarray:
     """splitmix64's finalizer: every input bit affects every output bit."""
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
