@@ -137,3 +137,51 @@ deletion_requests = Table(
     Column("requested_by", String(200), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
+
+# A frozen test set: its records stay in test in every later version of the dataset name.
+# The newest lock of a name is the one in force; earlier ones stay as history.
+test_locks = Table(
+    "test_locks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), ForeignKey("datasets.name"), nullable=False, index=True),
+    Column("dataset_hash", String(64), ForeignKey("versions.dataset_hash"), nullable=False),
+    Column("records", BigInteger, nullable=False),
+    Column("locked_by", String(200), nullable=True),
+    Column("note", Text, nullable=True),
+    Column("locked_at", DateTime(timezone=True), nullable=False),
+)
+
+# Kept in the catalog, not read from the version's shards: a purge must not unlock them.
+locked_test_records = Table(
+    "locked_test_records",
+    metadata,
+    Column("lock_id", Integer, ForeignKey("test_locks.id"), primary_key=True),
+    Column("record_id", String(32), primary_key=True),
+)
+
+# Time cutoffs computed from quantiles, frozen at the first publish of a dataset name.
+split_cutoffs = Table(
+    "split_cutoffs",
+    metadata,
+    Column("name", String(200), ForeignKey("datasets.name"), primary_key=True),
+    Column("cutoffs", JSON, nullable=False),  # {"validation": ISO time, "test": ISO time}
+    Column("dataset_hash", String(64), nullable=False),  # the version that froze them
+    Column("frozen_at", DateTime(timezone=True), nullable=False),
+)
+
+# A protected evaluation set: items and index files under `path` (relative to the work
+# folder), their sha256s in `files`; `digest` is a sha256 of the items' ids and texts.
+eval_sets = Table(
+    "eval_sets",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("digest", String(64), nullable=False),
+    Column("path", Text, nullable=False),
+    Column("source", Text, nullable=False),  # the file it was registered from
+    Column("text_field", String(200), nullable=False),
+    Column("items", Integer, nullable=False),
+    Column("files", JSON, nullable=False),
+    Column("settings", JSON, nullable=False),  # the contamination methods its files were built for
+    Column("registered_at", DateTime(timezone=True), nullable=False),
+)

@@ -27,7 +27,7 @@ def test_migrations_create_the_tables_the_queries_use(tmp_path):
         }
     with sqlite3.connect(tmp_path / "catalog.db") as db:
         assert db.execute("select version_num from alembic_version").fetchone() == (
-            "0002_governance",
+            "0003_splits",
         )
     Catalog.open(tmp_path)  # migrating again is a no-op
 
