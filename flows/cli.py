@@ -25,7 +25,9 @@ from flows.cli_common import (
     open_catalog,
     stderr,
 )
+from flows.contamination_cli import contamination_app
 from flows.dedup_cli import dedup
+from flows.eval_cli import eval_app
 from flows.governance_cli import (
     catalog_affected,
     catalog_purge,
@@ -34,6 +36,7 @@ from flows.governance_cli import (
     review_app,
 )
 from flows.secrets_cli import secrets_app
+from flows.split_cli import split_app
 from pipeline.errors import ThresherError
 
 app = typer.Typer(
@@ -107,6 +110,23 @@ def _print_summary(summary: dict[str, Any]) -> None:
         if method == "exact" or "records" in stats  # a method that ran
     )
     stderr.print(f"dedup: {dedup}")
+    split = summary["split"]
+    if split.get("cutoffs"):
+        frozen = " (frozen)" if split.get("cutoffs_frozen") else ""
+        cutoffs = ", ".join(f"{name} from {when}" for name, when in split["cutoffs"].items())
+        stderr.print(f"time cutoffs{frozen}: {cutoffs}")
+    if split.get("locked"):
+        stderr.print(f"locked test set: {split['locked']} record(s) held in test")
+    checked = summary["contamination"]
+    per_set = ", ".join(
+        f"{name}: {figures['contaminated_items']} of {figures['items']} items matched by "
+        f"{figures['records']} record(s)"
+        for name, figures in checked["eval_sets"].items()
+    )
+    stderr.print(
+        f"contamination: {checked['checked']} records checked; {per_set or 'no evaluation set'}"
+        f"; dropped {checked['dropped']}, quarantined {checked['quarantined']}"
+    )
     review = summary["review"]
     if review["quarantined_items"]:
         stderr.print(
@@ -308,6 +328,9 @@ def catalog_verify(
 # Each capability brings its own sub-app and commands.
 app.add_typer(review_app, name="review")
 app.add_typer(secrets_app, name="secrets")
+app.add_typer(split_app, name="split")
+app.add_typer(eval_app, name="eval")
+app.add_typer(contamination_app, name="contamination")
 app.command()(dedup)
 app.command()(forget)
 catalog_app.command("affected")(catalog_affected)

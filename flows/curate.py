@@ -1,5 +1,5 @@
-"""The `curate` flow: ingest → govern → exact, near (MinHash) and semantic dedup → split →
-publish → commit, one task per stage.
+"""The `curate` flow: ingest → govern → exact, near (MinHash) and semantic dedup → split
+(with its leakage check) → contamination → publish → commit, one task per stage.
 
 Tasks pass paths and small summaries, never frames: each stage reads the previous stage's
 Parquet output under the run folder and writes its own. The run folder keeps the ledger,
@@ -25,13 +25,16 @@ import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from data_catalog import deletions, review_queue
+from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog
 from pipeline import ledger
 from pipeline.config import RunConfig, config_hash, load_run_config
+from pipeline.contamination import contamination
+from pipeline.eval_index import EvalSet
 from pipeline.exact_dedup import exact_dedup
 from pipeline.govern import govern
 from pipeline.ingest import INTERMEDIATE_PARQUET, ingest
+from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.near_dedup import near_dedup
 from pipeline.publish import MANIFEST, StagedVersion, publish
 from pipeline.reader import read_version
@@ -53,8 +56,12 @@ class RunPlan:
     config_hash: str
     parent_version: str | None
     parent_path: Path | None
-    deletions: pl.DataFrame  # catalog state the governance stage needs, loaded once
+    deletions: pl.DataFrame  # catalog state the stages need, loaded once
     review_decisions: pl.DataFrame
+    locked_test: pl.DataFrame | None  # record ids of the test set locked for this name
+    test_lock: str | None  # the version whose test set is locked
+    frozen_cutoffs: dict | None
+    eval_sets: tuple[EvalSet, ...]
 
     @property
     def workdir(self) -> Path:
@@ -86,6 +93,9 @@ class RunPlan:
             parent_splits=parent_splits,
             deletions=self.deletions,
             review_decisions=self.review_decisions,
+            locked_test=self.locked_test,
+            frozen_cutoffs=self.frozen_cutoffs,
+            eval_sets=self.eval_sets,
         )
 
 
@@ -149,6 +159,7 @@ def code_version() -> str:
 
 def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
     sweep_interrupted_runs(Path(cfg.workdir), catalog)
+    protected = eval_sets.load(catalog, cfg.contamination.protected)  # files verified
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
     run_dir = Path(cfg.workdir) / "runs" / run_id
     run_dir.mkdir(parents=True)
@@ -159,6 +170,7 @@ def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
     if parent is not None:  # its splits decide ours: re-hash its shards once, trust nothing
         read_version(catalog.version_path(parent), verify=True)
     digest = config_hash(cfg)
+    lock = splits.active_lock(catalog, cfg.name)
     (run_dir / "config.json").write_text(
         json.dumps({"config_hash": digest, "config": cfg.model_dump(mode="json")}, indent=2) + "\n"
     )
@@ -171,6 +183,10 @@ def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
         parent_path=catalog.version_path(parent) if parent else None,
         deletions=deletions.requests_frame(catalog),
         review_decisions=review_queue.decisions_frame(catalog),
+        locked_test=splits.locked_ids(catalog, lock) if lock else None,
+        test_lock=lock.dataset_hash if lock else None,
+        frozen_cutoffs=splits.frozen_cutoffs(catalog, cfg.name),
+        eval_sets=protected,
     )
 
 
@@ -229,7 +245,17 @@ def semantic_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
 
 @task(name="split", **TASK_OPTIONS)
 def split_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "split", 6, split, plan.config.split, input_dir)
+    """Split, then prove it: no group, cluster or content in two splits, or the run fails."""
+    assigned = _run_stage(plan, "split", 6, split, plan.config.split, input_dir)
+    check_disjoint(
+        pl.scan_parquet(Path(assigned["path"]) / "*.parquet"), leakage_columns(plan.config.split)
+    )
+    return assigned
+
+
+@task(name="contamination", **TASK_OPTIONS)
+def contamination_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "contamination", 7, contamination, plan.config.contamination, input_dir)
 
 
 def _staging_dir(plan: RunPlan) -> Path:
@@ -237,7 +263,7 @@ def _staging_dir(plan: RunPlan) -> Path:
 
 
 @task(name="publish", **TASK_OPTIONS)
-def publish_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+def publish_task(plan: RunPlan, input_dir: str, split_stats: dict) -> dict[str, Any]:
     staging = _staging_dir(plan)
     staging.mkdir(parents=True)
     published = dict(
@@ -247,6 +273,16 @@ def publish_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
         .collect()
         .iter_rows()
     )
+    split_facts = {  # beside the hash, for audits: how the splits were made and protected
+        "split": {
+            "strategy": plan.config.split.strategy,
+            "cutoffs": split_stats.get("cutoffs"),
+            "locked_test": plan.test_lock,
+        },
+        "protected_eval_sets": [
+            {"name": s.name, "items": s.items.height, "path": str(s.folder)} for s in plan.eval_sets
+        ],
+    }
     sources = [  # every declared source, with how many of its records this version holds
         {
             "name": s.name,
@@ -262,9 +298,9 @@ def publish_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
         plan.config.publish,
         plan.context(),
         staging,
-        extra={"code_version": code_version(), "sources": sources},
+        extra={"code_version": code_version(), "sources": sources, **split_facts},
     )
-    ledger.write_part(staged.events, plan.ledger_dir, "7-publish")
+    ledger.write_part(staged.events, plan.ledger_dir, "8-publish")
     return {
         "path": str(staging),
         "dataset_hash": staged.dataset_hash,
@@ -278,10 +314,22 @@ def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, A
     ledger_path = ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet")
     counts = ledger.check_accounting(pl.scan_parquet(ledger_path), records_in)
     staging = Path(staging_dir)
+    if plan.locked_test is not None:
+        published = pl.concat(
+            [
+                f.select("record_id", "split")
+                for f in read_version(staging, verify=False).splits.values()
+            ]
+            or [pl.LazyFrame(schema={"record_id": pl.String, "split": pl.String})]
+        ).collect()
+        splits.check_lock_kept(plan.locked_test, published, pl.scan_parquet(ledger_path))
     shutil.copyfile(ledger_path, staging / "ledger.parquet")
     staged = StagedVersion.load(staging)
     catalog = Catalog.open(plan.workdir)
     version, created = catalog.commit(staged, plan.config.source_list)
+    cutoffs = staged.manifest["split"]["cutoffs"]
+    if plan.config.split.cutoffs == "quantiles" and plan.frozen_cutoffs is None and cutoffs:
+        splits.freeze_cutoffs(catalog, plan.config.name, cutoffs, version.dataset_hash)
     return {
         "dataset_hash": version.dataset_hash,
         "created": created,
@@ -297,6 +345,7 @@ def summarize(
     split_stats: dict,
     govern_stats: dict,
     dedup_stats: dict,
+    contamination_stats: dict,
 ) -> dict[str, Any]:
     events = pl.scan_parquet(plan.run_dir / "ledger.parquet")
     version_dir = Path(committed["path"])
@@ -312,9 +361,15 @@ def summarize(
         "changes": ledger.counts_by_reason(events, terminal=False),  # edits and moves
         "dedup": dedup_stats,
         "splits": split_stats["splits"],
+        "split": {
+            key: split_stats[key]
+            for key in ("cutoffs", "cutoffs_frozen", "locked", "moved", "dropped")
+            if key in split_stats
+        },
+        "contamination": contamination_stats,
         "review": {
-            "queued_new": govern_stats["queued_new"],
-            "quarantined_items": govern_stats["review_items"],
+            "queued_new": govern_stats["queued_new"] + contamination_stats["queued_new"],
+            "quarantined_items": govern_stats["review_items"] + contamination_stats["quarantined"],
         },
         "paths": {
             "version": str(version_dir),
@@ -342,7 +397,8 @@ def curate(config_path: str) -> dict[str, Any]:
         near = near_dedup_task(plan, exact["path"])
         semantic = semantic_dedup_task(plan, near["path"])
         assigned = split_task(plan, semantic["path"])
-        staged = publish_task(plan, assigned["path"])
+        checked = contamination_task(plan, assigned["path"])
+        staged = publish_task(plan, checked["path"], assigned["stats"])
         committed = commit_task(plan, staged["path"], records_in)
         dedup_stats = {
             "exact": exact["stats"],
@@ -350,7 +406,13 @@ def curate(config_path: str) -> dict[str, Any]:
             "semantic": semantic["stats"],
         }
         summary = summarize(
-            plan, records_in, committed, assigned["stats"], governed["stats"], dedup_stats
+            plan,
+            records_in,
+            committed,
+            assigned["stats"],
+            governed["stats"],
+            dedup_stats,
+            checked["stats"],
         )
     except BaseException as error:
         catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")

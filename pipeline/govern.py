@@ -115,7 +115,7 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
 # flags --------------------------------------------------------------------------------------
 
 
-def _with_review_hash(records: pl.DataFrame) -> pl.DataFrame:
+def with_review_hash(records: pl.DataFrame) -> pl.DataFrame:
     """Add the xxh3-128 of everything a reviewer sees of a record: a decision holds for
     exactly that. Computed only for the few records a decision may concern."""
     parts = ["text", "metadata", "group", "label", "license", "consent"]
@@ -183,7 +183,7 @@ def _rejection_flags(
         .agg(pl.col("item_id").min(), pl.col("reviewer").sort_by("item_id").first())
     )
     same_text = records.join(rejected, on="source_content_hash", how="semi")
-    candidates = _with_review_hash(same_text)
+    candidates = with_review_hash(same_text)
     return candidates.join(rejected, on=["source_content_hash", "review_hash"]).select(
         "record_id",
         pl.lit(reasons.REVIEW_REJECTED).alias("reason"),
@@ -203,7 +203,7 @@ def _lift_approved(
     quarantined = flags.filter(pl.col("action") == QUARANTINE)
     flagged = records.join(quarantined, on="record_id", how="semi")
     keyed = quarantined.join(
-        _with_review_hash(flagged).select("record_id", "source_content_hash", "review_hash"),
+        with_review_hash(flagged).select("record_id", "source_content_hash", "review_hash"),
         on="record_id",
     )
     lifted = keyed.join(approved, on=["record_id", "source_content_hash", "reason", "review_hash"])
@@ -279,7 +279,7 @@ def _review_items(
         quarantined, on="record_id", how="semi"
     )
     shown = records.join(items.select("record_id").unique(), on="record_id", how="semi")
-    shown = _with_review_hash(shown).with_columns(
+    shown = with_review_hash(shown).with_columns(
         *(
             pl.Series(column, _masked(shown, hidden, column), dtype=pl.String)
             for column in content_findings.SCANNED_FIELDS

@@ -101,8 +101,18 @@ def test_added_data_keeps_every_existing_split(sms_project, sms_spam):
 
     old, new = membership(first["dataset_hash"]), membership(second["dataset_hash"])
     joined = old.join(new, on="record_id", suffix="_new")
-    assert joined.height == old.height and (joined["split"] == joined["split_new"]).all()
+    assert (joined["split"] == joined["split_new"]).all()
     assert new.height > old.height
+    # an old training record leaves only when it shares 13 words with a new test record
+    gone = old.join(new, on="record_id", how="anti")
+    events = (
+        pl.read_parquet(second["paths"]["ledger"]).filter("terminal").join(gone, on="record_id")
+    )
+    assert set(events["reason"]) <= {"contaminated_eval"} and set(gone["split"]) <= {
+        "train",
+        "validation",
+    }
+    assert all(json.loads(e)["eval_set"] == "test" for e in events["evidence"])
     assert "moved" not in second["changes"]  # no record had to move
     moves = pl.scan_parquet(second["paths"]["ledger"]).filter(pl.col("action") == "moved")
     assert moves.select(pl.len()).collect().item() == 0

@@ -1,0 +1,248 @@
+"""Contamination: training (and validation) records that repeat this run's test split or a
+protected evaluation set are dropped or quarantined with reason `contaminated_eval`.
+
+Four methods (pipeline/eval_index.py), each with its own action: exact content hash, shared
+normalized word n-grams, MinHash similarity and embedding cosine. A record matched by a
+method whose action is `drop` is dropped; one matched only by quarantining methods waits
+for a reviewer. Its evidence names the strongest match: the evaluation set ("test" for this
+run's test split), the item, the method, the score and the matched words. A reviewer's
+approval lets the record pass on later runs while its content stays the same; a rejection
+drops it. Records of the test split are never checked: they are what is protected.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline import ledger, reasons
+from pipeline.config import ContaminationConfig
+from pipeline.eval_index import ContaminationIndex, eval_items, strongest
+from pipeline.govern import with_review_hash
+from pipeline.identity import xxh3_128_hex
+from pipeline.schema import REVIEW_DECISION_SCHEMA, REVIEW_ITEM_SCHEMA
+from pipeline.stage import RunContext, StageResult
+
+STAGE = "contamination"
+TEST_SPLIT = "test"  # the evaluation-set name the run's own test split gets in evidence
+METHOD_ORDER = ["exact", "ngram", "minhash", "embedding"]
+EXAMPLES = 20  # record ids listed per evaluation set in the stats
+_SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
+
+
+def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext) -> StageResult:
+    started = time.perf_counter()
+    records = frame.select(
+        "record_id", "source", "split", "text", "content_hash", "source_content_hash", *_SHOWN[1:]
+    ).collect()
+    checked = records.filter(pl.col("split").is_in(cfg.check))
+    matches, per_set = _all_matches(records, checked, cfg, ctx)
+    flagged = _decide(matches, checked, cfg)
+    flagged, approvals, rejections = _reviewed(flagged, checked, ctx.review_decisions)
+    removed = pl.concat([flagged.select("record_id"), rejections.select("record_id")])
+    kept = frame.join(removed.lazy(), on="record_id", how="anti")
+    events = pl.concat(
+        [
+            ledger.empty(),
+            *_flag_events(flagged),
+            _approval_events(approvals),
+            _rejection_events(rejections),
+        ]
+    )
+    quarantined = flagged.filter(pl.col("action") == "quarantine")
+    stats = {
+        "checked": checked.height,
+        "eval_sets": per_set,
+        "dropped": flagged.filter(pl.col("action") == "drop").height,
+        "quarantined": quarantined.height,
+        "approved": approvals.height,
+        "rejected": rejections.height,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    return StageResult(
+        frame=kept, events=events, stats=stats, review_items=_review_items(quarantined)
+    )
+
+
+def _all_matches(
+    records: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConfig, ctx: RunContext
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Every match of a checked record, per evaluation set: (row, eval_set, item_id, method,
+    score, span); and the per-set figures for the run report."""
+    embedding_cache = Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
+    targets: list[tuple[str, ContaminationIndex, int]] = []
+    if cfg.against_test:
+        test = records.filter(pl.col("split") == "test")
+        items = eval_items(test["text"], test["record_id"])
+        targets.append(
+            (
+                TEST_SPLIT,
+                ContaminationIndex.build(items, cfg.methods, None, embedding_cache),
+                len(items),
+            )
+        )
+    for eval_set in ctx.eval_sets:
+        index = ContaminationIndex.build(
+            eval_set.items, cfg.methods, eval_set.folder, embedding_cache
+        )
+        targets.append((eval_set.name, index, eval_set.items.height))
+    found, per_set = [], {}
+    probe = checked.select("text", "content_hash")
+    for name, index, size in targets:
+        matches = index.matches(probe, embedding_cache) if checked.height and size else None
+        if matches is None or matches.height == 0:
+            per_set[name] = _set_figures(size, None, checked)
+            continue
+        matches = matches.with_columns(pl.lit(name).alias("eval_set"))
+        per_set[name] = _set_figures(size, matches, checked)
+        found.append(matches)
+    empty = pl.DataFrame(
+        schema={
+            "row": pl.UInt32,
+            "item_id": pl.String,
+            "method": pl.String,
+            "score": pl.Float64,
+            "span": pl.String,
+            "eval_set": pl.String,
+        }
+    )
+    return pl.concat([empty, *found], how="diagonal_relaxed"), per_set
+
+
+def _set_figures(size: int, matches: pl.DataFrame | None, checked: pl.DataFrame) -> dict:
+    if matches is None:
+        return {
+            "items": size,
+            "contaminated_items": 0,
+            "records": 0,
+            "by_method": {},
+            "examples": [],
+        }
+    by_method = {
+        method: {
+            "records": group["row"].n_unique(),
+            "items": group["item_id"].n_unique(),
+        }
+        for (method,), group in matches.group_by("method", maintain_order=True)
+    }
+    rows = matches["row"].unique().sort()
+    return {
+        "items": size,
+        "contaminated_items": matches["item_id"].n_unique(),
+        "records": rows.len(),
+        "by_method": {m: by_method[m] for m in METHOD_ORDER if m in by_method},
+        "examples": checked["record_id"].gather(rows.head(EXAMPLES)).to_list(),
+    }
+
+
+def _decide(matches: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConfig) -> pl.DataFrame:
+    """One row per flagged record: its action (drop wins over quarantine) and the evidence of
+    its strongest match."""
+    actions = {
+        method: (setting if isinstance(setting, str) else setting.action)
+        for method, setting in cfg.methods
+        if setting is not None
+    }
+    matches = matches.with_columns(
+        pl.col("method").replace_strict(actions, default=None).alias("action")
+    )
+    best = strongest(matches.drop("action")).select(
+        "row", "eval_set", "item_id", "method", "score", "span"
+    )
+    decided = matches.group_by("row").agg(
+        pl.when((pl.col("action") == "drop").any())
+        .then(pl.lit("drop"))
+        .otherwise(pl.lit("quarantine"))
+        .first()
+        .alias("action"),
+        pl.col("method").unique().sort().alias("methods"),
+    )
+    numbered = checked.with_row_index("row").with_columns(pl.col("row").cast(pl.UInt32))
+    return decided.join(best, on="row").join(numbered, on="row").sort("row")
+
+
+def _reviewed(
+    flagged: pl.DataFrame, checked: pl.DataFrame, decisions: pl.DataFrame | None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Split quarantine flags into those still flagged, those a reviewer approved for this
+    content, and those a reviewer rejected."""
+    flagged = with_review_hash(flagged)
+    decisions = (
+        (
+            pl.DataFrame(schema=REVIEW_DECISION_SCHEMA)
+            if decisions is None
+            else decisions.cast(REVIEW_DECISION_SCHEMA)
+        )
+        .filter(pl.col("reason") == reasons.CONTAMINATED_EVAL)
+        .rename({"item_id": "review_item"})
+    )
+    key = ["record_id", "source_content_hash", "review_hash"]
+    quarantine = flagged.filter(pl.col("action") == "quarantine")
+    approved = quarantine.join(decisions.filter(pl.col("status") == "approved"), on=key)
+    rejected = quarantine.join(decisions.filter(pl.col("status") == "rejected"), on=key)
+    decided = pl.concat([approved.select("record_id"), rejected.select("record_id")])
+    return flagged.join(decided, on="record_id", how="anti"), approved, rejected
+
+
+def _evidence() -> pl.Expr:
+    return pl.struct(
+        "eval_set",
+        pl.col("item_id").alias("item"),
+        "method",
+        pl.col("score").round(4),
+        "span",
+        "methods",
+    )
+
+
+def _flag_events(flagged: pl.DataFrame) -> list[pl.DataFrame]:
+    return [
+        ledger.events(
+            flagged.filter(pl.col("action") == action),
+            stage=STAGE,
+            action=ledger_action,
+            reason=reasons.CONTAMINATED_EVAL,
+            evidence=_evidence(),
+        )
+        for action, ledger_action in (
+            ("drop", reasons.DROPPED),
+            ("quarantine", reasons.QUARANTINED),
+        )
+    ]
+
+
+def _approval_events(approved: pl.DataFrame) -> pl.DataFrame:
+    return ledger.events(
+        approved,
+        stage=STAGE,
+        action=reasons.APPROVED,
+        reason=reasons.REVIEW_APPROVED,
+        evidence=pl.struct(
+            pl.col("review_item").alias("item"),
+            "reviewer",
+            pl.lit(reasons.CONTAMINATED_EVAL).alias("flag"),
+        ),
+    )
+
+
+def _rejection_events(rejected: pl.DataFrame) -> pl.DataFrame:
+    return ledger.events(
+        rejected,
+        stage=STAGE,
+        action=reasons.DROPPED,
+        reason=reasons.REVIEW_REJECTED,
+        evidence=pl.struct(pl.col("review_item").alias("item"), "reviewer"),
+    )
+
+
+def _review_items(quarantined: pl.DataFrame) -> pl.DataFrame:
+    """Records that passed governance hold no secret in clear: they are shown as they are."""
+    items = quarantined.with_columns(
+        pl.lit(reasons.CONTAMINATED_EVAL).alias("reason"),
+        _evidence().struct.json_encode().alias("evidence"),
+        xxh3_128_hex(quarantined["group"]).alias("group_hash"),
+    )
+    return items.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)
