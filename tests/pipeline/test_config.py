@@ -226,3 +226,75 @@ def test_dedup_methods_switch_on_and_off_and_bad_thresholds_are_explained(tmp_pa
         load_run_config(
             write(tmp_path / "v.yaml", {"name": "x", "sources": [SMS_SOURCE], "dedup": unverified})
         )
+
+
+def test_split_strategies_take_dates_and_bad_settings_are_explained(tmp_path):
+    split = {
+        "strategy": "group_time",
+        "cutoffs": {"validation": "2023-01-01", "test": "2024-01-01"},
+    }
+    cfg = load_run_config(
+        write(tmp_path / "ok.yaml", {"name": "x", "sources": [SMS_SOURCE], "split": split})
+    )
+    assert cfg.split.cutoffs["test"].isoformat() == "2024-01-01T00:00:00+00:00"
+    assert (cfg.split.anchor, cfg.split.on_conflict) == ("earliest", "drop")
+    for split, message in [
+        ({"strategy": "time"}, r"split: .*strategy time needs cutoffs"),
+        (
+            {"strategy": "group", "cutoffs": "quantiles"},
+            r"cutoffs need strategy time or group_time",
+        ),
+        (
+            {"strategy": "time", "cutoffs": {"validation": "2024-01-01", "test": "2023-01-01"}},
+            r"the validation cutoff must come before the test cutoff",
+        ),
+        (
+            {"strategy": "time", "cutoffs": {"test": "2024-01-01"}},
+            r"cutoffs must name exactly the held-out splits with a fraction: validation, test",
+        ),
+        (
+            {"strategy": "time", "cutoffs": "quantiles", "stratify": "label"},
+            r"stratify works with strategy group",
+        ),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            load_run_config(
+                write(tmp_path / "bad.yaml", {"name": "x", "sources": [SMS_SOURCE], "split": split})
+            )
+
+
+def test_contamination_methods_switch_on_and_off(tmp_path):
+    methods = {"exact": False, "ngram": {"n": 8}, "minhash": False, "embedding": True}
+    cfg = load_run_config(
+        write(
+            tmp_path / "c.yaml",
+            {
+                "name": "x",
+                "sources": [SMS_SOURCE],
+                "contamination": {"protected": ["humaneval"], "methods": methods},
+            },
+        )
+    )
+    checks = cfg.contamination.methods
+    assert checks.exact is None and checks.minhash is None
+    assert (checks.ngram.n, checks.ngram.short_n, checks.ngram.action) == (8, 5, "drop")
+    assert (checks.embedding.threshold, checks.embedding.action) == (0.85, "quarantine")
+    assert cfg.contamination.protected == ["humaneval"] and cfg.contamination.against_test
+    defaults = load_run_config(write(tmp_path / "d.yaml", {"name": "x", "sources": [SMS_SOURCE]}))
+    assert (
+        defaults.contamination.protected == "all"
+        and defaults.contamination.methods.embedding is None
+    )
+    with pytest.raises(
+        ConfigError, match=r"contamination.methods.ngram: short_n \(9\) must not exceed n \(8\)"
+    ):
+        load_run_config(
+            write(
+                tmp_path / "e.yaml",
+                {
+                    "name": "x",
+                    "sources": [SMS_SOURCE],
+                    "contamination": {"methods": {"ngram": {"n": 8, "short_n": 9}}},
+                },
+            )
+        )
