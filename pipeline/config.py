@@ -309,7 +309,7 @@ class NgramCheck(Strict):
         5, description="n for items shorter than n words; items shorter than this are skipped"
     )
     short_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
-        0.5, description="share of a short item's n-grams a record must hold"
+        0.8, description="share of a short item's n-grams a record must hold"
     )
     action: ContaminationAction = "drop"
 
