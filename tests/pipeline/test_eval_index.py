@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 from helpers import CHANGELOGS, jaccard, reference_shingles
 
-from pipeline import eval_index, minhash
+from pipeline import eval_index, minhash, word_ngrams
 from pipeline.config import ContaminationMethods, NgramCheck, SourceDeclaration
 from pipeline.errors import DataError
 from pipeline.eval_index import (
@@ -309,7 +309,7 @@ def test_word_hashing_follows_the_shingle_normalization(sms_spam):
     )
     expected = minhash.shingle_text(texts).str.split(" ").to_list()
     seen: dict[str, int] = {}
-    for words in eval_index.word_hashes(texts):
+    for words in word_ngrams.word_hashes(texts):
         for position, row in enumerate(words.rows.tolist()):
             hashes = words.hashes[words.bounds[position] : words.bounds[position + 1]].tolist()
             wanted = [word for word in expected[row] or [] if word]
