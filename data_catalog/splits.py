@@ -42,9 +42,14 @@ def test_record_ids(catalog: Catalog, version: VersionRecord) -> pl.DataFrame:
 
 
 def lock(
-    catalog: Catalog, ref: str, locked_by: str | None = None, note: str | None = None
+    catalog: Catalog,
+    ref: str,
+    locked_by: str | None = None,
+    note: str | None = None,
+    name: str | None = None,
 ) -> TestLock:
-    version = catalog.version(ref)
+    """Lock the test set of version `ref` (a hash or prefix, or `latest` of dataset `name`)."""
+    version = catalog.version(ref, name)
     if version.status != "published":
         raise DataError(
             f"version {version.dataset_hash[:16]} is {version.status}; lock a published version"

@@ -30,16 +30,25 @@ def split_lock(
     locked_by: Annotated[
         str | None, typer.Option("--by", help="Who locks it (default: your login name).")
     ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", "-n", help="Dataset name, for `latest` (default: the config's)."),
+    ] = None,
     workdir: WorkdirOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Freeze the test membership of a published version: every later version keeps those
+    """Freeze the test membership of a published version (HASH, a prefix, or `latest` with
+    --name): every later version keeps those
     records in test (never in train or validation) unless a deletion request removes them."""
     from data_catalog import splits
 
+    from pipeline.config import load_run_config
+
+    if name is None and config is not None:
+        name = checked(load_run_config, config).name
     catalog = open_catalog(workdir, config)
-    lock = checked(splits.lock, catalog, ref, locked_by or getpass.getuser(), note)
+    lock = checked(splits.lock, catalog, ref, locked_by or getpass.getuser(), note, name)
     if as_json:
         emit({**lock.__dict__, "locked_at": lock.locked_at.isoformat()})
     stderr.print(
