@@ -39,10 +39,9 @@ def split_lock(
     as_json: JsonOption = False,
 ) -> None:
     """Freeze the test membership of a published version (HASH, a prefix, or `latest` with
-    --name): every later version keeps those
-    records in test (never in train or validation) unless a deletion request removes them."""
+    --name): every later version keeps those records in test (never in train or validation)
+    unless a deletion request removes them."""
     from data_catalog import splits
-
     from pipeline.config import load_run_config
 
     if name is None and config is not None:
