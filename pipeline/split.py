@@ -5,7 +5,8 @@ and group_time), `cluster_id` (duplicate and related clusters from dedup) or `co
 A component's split is decided in this order (DESIGN.md, "Split stability"):
 
 1. `test` when it holds a record of the locked test set;
-2. the parent-version split of its lowest record_id that has one;
+2. its members' split in the parent version; when they were in different splits, the most
+   held-out one: test, then validation, then train;
 3. new: `group` cuts xxh3-64(salt + the component's smallest key) / 2^64 at the cumulative
    fractions, the key being `group:<group>` or `record:<record_id>`, so adding records does
    not move a component unless it joins another one; with `stratify: label` new components
@@ -18,7 +19,10 @@ the fractions of the record times. With time strategies a record whose own time 
 another window is dropped, or moved with its component (`group_time_conflict`); a component
 without any time is dropped (`missing_timestamp`). Locked records are never dropped here (they
 move with their component), nor is a component without time that has a parent split. A record that leaves its parent split
-gets a `moved` event (`locked_test` or `split_conflict`): nothing moves silently.
+gets a `moved` event (`locked_test` or `split_conflict`): nothing moves silently. A new
+record that would join records of two splits (directly or through other new records: a
+sender's new message repeating another sender's test message) is dropped (`split_conflict`),
+so published records stay where they are.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from pipeline.leakage import leakage_columns
 from pipeline.stage import RunContext, StageResult
 
 STAGE = "split"
+HELD_OUT_FIRST = {"test": 0, "validation": 1, "train": 2}
 ISO = "%Y-%m-%dT%H:%M:%S%.f%:z"  # as datetime.isoformat()
 _OPTIONAL = {
     "group": pl.String,
@@ -113,10 +118,11 @@ def resolve_cutoffs(
 
 def split(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> StageResult:
     timed = cfg.strategy != "group"
+    columns = leakage_columns(cfg)
     members = _members(frame, ctx)
-    members = members.with_columns(
-        pl.Series("_component", _component_of(members, leakage_columns(cfg)))
-    )
+    bridges = _bridging(members, columns)
+    members = members.join(bridges, on="_i", how="anti").drop("_i").with_row_index("_i")
+    members = members.with_columns(pl.Series("_component", _component_of(members, columns)))
     cutoffs, frozen = resolve_cutoffs(cfg, ctx, members["timestamp"]) if timed else ({}, False)
     units = _decide(members, cfg, cutoffs)
     if cfg.stratify == "label":
@@ -142,12 +148,14 @@ def split(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> StageResult
         .sort("record_id")
     )
     kept = records.filter(pl.col("_dropped").is_null())
-    events = _events(records, kept)
+    events = pl.concat([_bridge_events(bridges), _events(records, kept)])
 
     assigned = frame.join(
         kept.lazy().select("record_id", "split"), on="record_id", maintain_order="left"
     )
     stats = _stats(units, records, kept, events)
+    if bridges.height:
+        stats["dropped"][reasons.SPLIT_CONFLICT] = bridges.height
     if timed:
         stats["cutoffs"] = {name: when.isoformat() for name, when in cutoffs.items()}
         stats["cutoffs_frozen"] = frozen
@@ -170,7 +178,13 @@ def _decide(members: pl.DataFrame, cfg: SplitConfig, cutoffs: dict[str, datetime
             pl.len().alias("_size"),
             pl.col("_key").min().alias("_smallest_key"),
             pl.col("_locked").any().alias("_any_locked"),
-            pl.col("_parent").sort_by("record_id").drop_nulls().first().alias("_inherited"),
+            # members published in different splits: the most held-out wins, so a record once
+            # held out is never trained on (test, then validation, then train)
+            pl.col("_parent")
+            .sort_by(pl.col("_parent").replace_strict(HELD_OUT_FIRST, default=None), "record_id")
+            .drop_nulls()
+            .first()
+            .alias("_inherited"),
             anchor.alias("_anchor"),
         )
         .with_columns(
@@ -212,6 +226,74 @@ def _members(frame: pl.LazyFrame, ctx: RunContext) -> pl.DataFrame:
         .with_columns(pl.col("_locked").fill_null(False), group_key().alias("_key"))
         .collect()
         .with_row_index("_i")
+    )
+
+
+def _bridging(members: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
+    """New records (no parent split, not locked) whose links, directly or through other new
+    records, reach published records that end in two different splits. Joining them would
+    move published records; they are dropped instead. Columns: _i, record_id, source, _splits
+    (the splits they would join)."""
+    empty = pl.DataFrame(
+        schema={
+            "_i": pl.UInt32,
+            "record_id": pl.String,
+            "source": pl.String,
+            "_splits": pl.List(pl.String),
+        }
+    )
+    known = pl.col("_parent").is_not_null() | pl.col("_locked")
+    old, new = members.filter(known), members.filter(~known)
+    if old.height == 0 or new.height == 0:
+        return empty
+    placed = _placed(old, columns)
+    reached = pl.concat(
+        [
+            new.select("_i", column)
+            .join(placed.select(column, "_placed").drop_nulls(column).unique(), on=column)
+            .select("_i", "_placed")
+            for column in columns
+        ]
+    )
+    if reached.height == 0:
+        return empty
+    local = new.rename({"_i": "_member"}).with_row_index("_i")
+    local = local.with_columns(pl.Series("_new_component", _component_of(local, columns)))
+    splits = (
+        local.join(reached.rename({"_i": "_member"}), on="_member")
+        .group_by("_new_component")
+        .agg(pl.col("_placed").unique().sort().alias("_splits"))
+        .filter(pl.col("_splits").list.len() > 1)
+    )
+    return (
+        local.join(splits, on="_new_component")
+        .select(pl.col("_member").alias("_i"), "record_id", "source", "_splits")
+        .cast(empty.schema)
+    )
+
+
+def _placed(old: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
+    """The split each published or locked record ends in among the others: its component's
+    (test when it holds a locked record, else the most held-out parent split)."""
+    local = old.drop("_i").with_row_index("_i")
+    local = local.with_columns(pl.Series("_old_component", _component_of(local, columns)))
+    rank = pl.col("_parent").replace_strict(HELD_OUT_FIRST, default=None)
+    split_of = local.group_by("_old_component").agg(
+        pl.when(pl.col("_locked").any())
+        .then(pl.lit("test"))
+        .otherwise(pl.col("_parent").sort_by(rank).drop_nulls().first())
+        .alias("_placed")
+    )
+    return local.join(split_of, on="_old_component")
+
+
+def _bridge_events(bridges: pl.DataFrame) -> pl.DataFrame:
+    return ledger.events(
+        bridges,
+        stage=STAGE,
+        action=reasons.DROPPED,
+        reason=reasons.SPLIT_CONFLICT,
+        evidence=pl.struct(pl.col("_splits").alias("would_join")),
     )
 
 
@@ -315,8 +397,14 @@ def _events(records: pl.DataFrame, kept: pl.DataFrame) -> pl.DataFrame:
             kept.filter("_time_moved"),
             stage=STAGE,
             action=reasons.MOVED,
-            reason=reasons.GROUP_TIME_CONFLICT,
-            evidence=pl.struct(pl.col("_time_split").alias("from"), pl.col("split").alias("to")),
+            reason=pl.when("_locked")
+            .then(pl.lit(reasons.LOCKED_TEST))
+            .otherwise(pl.lit(reasons.GROUP_TIME_CONFLICT)),
+            evidence=pl.struct(
+                pl.col("_time_split").alias("from"),
+                pl.col("split").alias("to"),
+                pl.col("timestamp").dt.to_string(ISO),
+            ),
         ),
         ledger.events(
             against_parent,
@@ -343,7 +431,8 @@ def _stats(
     return {
         "splits": {name: per_split.get(name, dict(empty)) for name in SPLITS},
         "inherited_from_parent": kept.filter(pl.col("_decided_by") == "parent").height,
-        "locked": kept.filter(pl.col("_decided_by") == "locked").height,
+        "locked": kept.filter("_locked").height,
+        "in_locked_components": kept.filter(pl.col("_decided_by") == "locked").height,
         "moved": events.filter(pl.col("action") == reasons.MOVED).height,
         "dropped": dict(sorted(dropped.iter_rows())),
         "components": units.height,

@@ -60,7 +60,7 @@ def test_a_locked_test_set_stays_in_test_across_later_runs(tmp_path, sms_spam):
     assert f"{len(locked)} record(s)" in result.stderr
 
     # More data, and a new message from a locked sender that closely follows a training
-    # message of another sender: it joins the two senders into one component.
+    # message of another sender: it would join the two senders, so it is dropped instead.
     trained = next(
         r for r in rows if split_of.get(_record_id(r)) == "train" and len(r["text"].split()) >= 30
     )
@@ -76,15 +76,12 @@ def test_a_locked_test_set_stays_in_test_across_later_runs(tmp_path, sms_spam):
     assert second["parent_version"] == first["dataset_hash"]
     after = dict(memberships(workdir).select("record_id", "split").iter_rows())
     assert all(after[_record_id(r)] == "test" for r in locked)
-    assert after[_record_id(bridge)] == after[_record_id(trained)] == "test"
-    # the training record pulled into the locked component moved, with a reason
+    assert after[_record_id(trained)] == "train" and _record_id(bridge) not in after
     events = pl.read_parquet(second["paths"]["ledger"])
-    moves = events.filter(pl.col("reason") == "locked_test")
-    moved = dict(moves.select("record_id", "evidence").iter_rows())
-    assert json.loads(moved[_record_id(trained)]) == {"from": "train", "to": "test"}
-    same_sender = {_record_id(r) for r in rows if r["sender"] == trained["sender"]}
-    assert set(moved) <= same_sender  # its sender's other messages went with it
-    assert all(json.loads(e)["to"] == "test" for e in moved.values())
+    (evidence,) = events.filter(pl.col("record_id") == _record_id(bridge))["evidence"]
+    assert json.loads(evidence) == {"would_join": ["test", "train"]}
+    assert second["reasons"]["dropped"]["split_conflict"] == 1
+    assert events.filter(pl.col("action") == "moved").height == 0
 
     status = invoke("split", "status", "--name", "test-set", "--workdir", workdir, "--json")
     assert status.exit_code == 0, status.stderr

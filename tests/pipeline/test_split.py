@@ -119,7 +119,9 @@ def test_adding_records_that_join_no_component_moves_no_existing_record(tmp_path
     assert all(after[record_id] == name for record_id, name in before.items())
 
 
-def test_with_a_parent_records_move_only_with_a_reason(tmp_path, sms_spam):
+def test_with_a_parent_no_published_record_moves_and_bridging_new_records_are_dropped(
+    tmp_path, sms_spam
+):
     before = splits_of(
         split(real_records(tmp_path / "a", sms_spam, 1000), SplitConfig(), ctx_with(tmp_path))
     )
@@ -128,19 +130,28 @@ def test_with_a_parent_records_move_only_with_a_reason(tmp_path, sms_spam):
         real_records(tmp_path / "b", sms_spam, 3000), SplitConfig(), ctx_with(tmp_path, parent)
     )
     after = splits_of(result)
-    moved = evidence(result.events)
-    # new messages repeat texts of senders in different splits: their components joined
-    assert 0 < len(moved) < 0.05 * len(before)
+    assert all(after[record_id] == name for record_id, name in before.items())
+    # new senders whose messages repeat texts of senders in two splits would join them
+    dropped = evidence(result.events)
     assert set(result.events["reason"]) == {reasons.SPLIT_CONFLICT}
-    assert result.stats["moved"] == len(moved)
-    for record_id, name in before.items():
-        if record_id in moved:
-            assert (
-                moved[record_id] == {"from": name, "to": after[record_id]}
-                and name != after[record_id]
-            )
-        else:
-            assert after[record_id] == name
+    assert set(result.events["action"]) == {reasons.DROPPED}
+    assert 0 < len(dropped) < 0.15 * 2000 and not set(dropped) & set(before)
+    assert all(len(e["would_join"]) > 1 for e in dropped.values())
+    assert result.stats["dropped"] == {reasons.SPLIT_CONFLICT: len(dropped)}
+    assert result.stats["moved"] == 0
+    check_disjoint(result.frame, leakage_columns(SplitConfig()))
+
+
+def test_published_records_that_now_share_a_component_go_to_the_most_held_out_split(tmp_path):
+    rows = [
+        {"record_id": "a", "group": "g1", "content_hash": "same"},
+        {"record_id": "b", "group": "g2", "content_hash": "same"},  # edited since: now equal
+        {"record_id": "c", "group": "g1"},
+    ]
+    parent = pl.DataFrame({"record_id": ["a", "b", "c"], "split": ["train", "test", "train"]})
+    result = split(as_records(rows, source="s"), SplitConfig(), ctx_with(tmp_path, parent))
+    assert splits_of(result) == {"a": "test", "b": "test", "c": "test"}
+    assert evidence(result.events) == {r: {"from": "train", "to": "test"} for r in ("a", "c")}
 
 
 def test_parent_split_wins_over_the_hash_and_new_group_members_follow_it(tmp_path):
@@ -245,6 +256,7 @@ def test_group_time_with_move_keeps_every_record_and_says_why(tmp_path):
         assert found == {
             "from": window(rows[record_id]["timestamp"]),
             "to": rows[record_id]["split"],
+            "timestamp": rows[record_id]["timestamp"].isoformat(),
         }
 
 
@@ -345,7 +357,9 @@ def test_time_keeps_a_duplicate_cluster_whole_and_ignores_groups(tmp_path):
     cfg = {"strategy": "time", "cutoffs": GROUP_TIME["cutoffs"], "on_conflict": "move"}
     result = split(frame, SplitConfig(**cfg), ctx_with(tmp_path))
     assert splits_of(result) == {"x1": "train", "x2": "train", "y1": "test"}
-    assert evidence(result.events) == {"x2": {"from": "test", "to": "train"}}
+    assert evidence(result.events) == {
+        "x2": {"from": "test", "to": "train", "timestamp": "2021-03-01T00:00:00+00:00"}
+    }
     assert result.stats["splits"]["train"]["components"] == 1
     dropped = split(frame, SplitConfig(**{**cfg, "on_conflict": "drop"}), ctx_with(tmp_path))
     assert splits_of(dropped) == {"x1": "train", "y1": "test"}
@@ -369,7 +383,8 @@ def test_locked_test_records_stay_in_test_and_pull_their_component(tmp_path):
     assert set(moves["reason"]) == {reasons.LOCKED_TEST} and set(moves["action"]) == {reasons.MOVED}
     assert evidence(moves) == {r: {"from": "train", "to": "test"} for r in ("a", "b", "e")}
     stats = result.stats
-    assert stats["locked"] == 4 and stats["inherited_from_parent"] == 1 and stats["moved"] == 3
+    assert stats["locked"] == 1 and stats["in_locked_components"] == 4
+    assert stats["inherited_from_parent"] == 1 and stats["moved"] == 3
 
 
 def test_records_without_a_time(tmp_path):
@@ -414,8 +429,10 @@ def test_time_rules_never_drop_a_locked_or_published_record(tmp_path):
         as_records(rows, source="s"), cfg, ctx_with(tmp_path, parent, locked_test=locked)
     )
     assert splits_of(result) == {"a": "test", "b": "test", "c": "validation", "d": "train"}
-    assert evidence(result.events) == {"a": {"from": "train", "to": "test"}}
-    assert result.events["reason"].to_list() == [reasons.GROUP_TIME_CONFLICT]
+    assert evidence(result.events) == {
+        "a": {"from": "train", "to": "test", "timestamp": "2014-05-01T00:00:00+00:00"}
+    }
+    assert result.events["reason"].to_list() == [reasons.LOCKED_TEST]
 
 
 def test_frozen_cutoffs_must_cover_every_held_out_split(tmp_path):
