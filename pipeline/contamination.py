@@ -24,12 +24,14 @@ from pipeline.eval_index import ContaminationIndex, eval_items, strongest
 from pipeline.govern import with_review_hash
 from pipeline.identity import xxh3_128_hex
 from pipeline.schema import REVIEW_DECISION_SCHEMA, REVIEW_ITEM_SCHEMA
+from pipeline.secrets import find_secrets, mask_secrets
 from pipeline.stage import RunContext, StageResult
 
 STAGE = "contamination"
 TEST_SPLIT = "test"  # the evaluation-set name the run's own test split gets in evidence
 METHOD_ORDER = ["exact", "ngram", "minhash", "embedding"]
 EXAMPLES = 20  # record ids listed per evaluation set in the stats
+ITEM_TEXT_SHOWN = 2000  # characters of the matched evaluation text a reviewer sees
 _SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
 
 
@@ -96,7 +98,10 @@ def _all_matches(
         if matches is None or matches.height == 0:
             per_set[name] = _set_figures(size, None, checked)
             continue
-        matches = matches.with_columns(pl.lit(name).alias("eval_set"))
+        item_texts = index.items.select("item_id", pl.col("text").alias("item_text"))
+        matches = matches.with_columns(pl.lit(name).alias("eval_set")).join(
+            item_texts, on="item_id", how="left", maintain_order="left"
+        )
         per_set[name] = _set_figures(size, matches, checked)
         found.append(matches)
     empty = pl.DataFrame(
@@ -107,6 +112,7 @@ def _all_matches(
             "score": pl.Float64,
             "span": pl.String,
             "eval_set": pl.String,
+            "item_text": pl.String,
         }
     )
     return pl.concat([empty, *found], how="diagonal_relaxed"), per_set
@@ -139,8 +145,8 @@ def _set_figures(size: int, matches: pl.DataFrame | None, checked: pl.DataFrame)
 
 
 def _decide(matches: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConfig) -> pl.DataFrame:
-    """One row per flagged record: its action (drop wins over quarantine) and the evidence of
-    its strongest match."""
+    """One row per flagged record: its action (drop wins over quarantine) and, as evidence,
+    the strongest match among those of a method with that action."""
     actions = {
         method: (setting if isinstance(setting, str) else setting.action)
         for method, setting in cfg.methods
@@ -149,9 +155,6 @@ def _decide(matches: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConf
     matches = matches.with_columns(
         pl.col("method").replace_strict(actions, default=None).alias("action")
     )
-    best = strongest(matches.drop("action")).select(
-        "row", "eval_set", "item_id", "method", "score", "span"
-    )
     decided = matches.group_by("row").agg(
         pl.when((pl.col("action") == "drop").any())
         .then(pl.lit("drop"))
@@ -159,6 +162,16 @@ def _decide(matches: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConf
         .first()
         .alias("action"),
         pl.col("method").unique().sort().alias("methods"),
+        # every match, for the review hash: an approval holds for exactly these
+        pl.concat_str("eval_set", "item_id", "method", separator=":")
+        .unique()
+        .sort()
+        .str.join("\x1e")
+        .alias("matched"),
+    )
+    deciding = matches.join(decided.select("row", "action"), on=["row", "action"], how="semi")
+    best = strongest(deciding.drop("action")).select(
+        "row", "eval_set", "item_id", "method", "score", "span", "item_text"
     )
     numbered = checked.with_row_index("row").with_columns(pl.col("row").cast(pl.UInt32))
     return decided.join(best, on="row").join(numbered, on="row").sort("row")
@@ -168,8 +181,13 @@ def _reviewed(
     flagged: pl.DataFrame, checked: pl.DataFrame, decisions: pl.DataFrame | None
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Split quarantine flags into those still flagged, those a reviewer approved for this
-    content, and those a reviewer rejected."""
+    content and these matches, and those a reviewer rejected. The review hash covers every
+    match (evaluation set, item, method): an approval does not carry over to a new match."""
+    match = pl.concat_str("review_hash", "matched", separator="\x1f")
     flagged = with_review_hash(flagged)
+    flagged = flagged.with_columns(
+        xxh3_128_hex(flagged.select(match).to_series()).alias("review_hash")
+    )
     decisions = (
         (
             pl.DataFrame(schema=REVIEW_DECISION_SCHEMA)
@@ -187,15 +205,19 @@ def _reviewed(
     return flagged.join(decided, on="record_id", how="anti"), approved, rejected
 
 
-def _evidence() -> pl.Expr:
-    return pl.struct(
-        "eval_set",
+def _evidence_fields() -> list[pl.Expr]:
+    return [
+        pl.col("eval_set"),
         pl.col("item_id").alias("item"),
-        "method",
+        pl.col("method"),
         pl.col("score").round(4),
-        "span",
-        "methods",
-    )
+        pl.col("span"),
+        pl.col("methods"),
+    ]
+
+
+def _evidence() -> pl.Expr:
+    return pl.struct(*_evidence_fields())
 
 
 def _flag_events(flagged: pl.DataFrame) -> list[pl.DataFrame]:
@@ -239,10 +261,32 @@ def _rejection_events(rejected: pl.DataFrame) -> pl.DataFrame:
 
 
 def _review_items(quarantined: pl.DataFrame) -> pl.DataFrame:
-    """Records that passed governance hold no secret in clear: they are shown as they are."""
-    items = quarantined.with_columns(
-        pl.lit(reasons.CONTAMINATED_EVAL).alias("reason"),
-        _evidence().struct.json_encode().alias("evidence"),
+    """Items with the matched evaluation text beside the record. Secrets are masked as
+    everywhere a reviewer looks: a record a reviewer let through as a secret false positive
+    still holds what the scanner flagged, and evaluation sets are not scanned on the way in."""
+    shown = quarantined.with_columns(
+        pl.col("item_text").str.slice(0, ITEM_TEXT_SHOWN),
         xxh3_128_hex(quarantined["group"]).alias("group_hash"),
     )
+    shown = shown.with_columns(
+        _masked(shown[column]) for column in ("text", "metadata", "group", "label", "item_text")
+    )
+    items = shown.with_columns(
+        pl.lit(reasons.CONTAMINATED_EVAL).alias("reason"),
+        pl.struct(*_evidence_fields(), pl.col("item_text")).struct.json_encode().alias("evidence"),
+    )
     return items.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)
+
+
+def _masked(values: pl.Series) -> pl.Series:
+    findings = find_secrets(values)
+    if findings.height == 0:
+        return values
+    spans: dict[int, list[dict]] = {}
+    for finding in findings.iter_rows(named=True):
+        spans.setdefault(finding["index"], []).append(finding)
+    return pl.Series(
+        values.name,
+        [mask_secrets(v, spans[i]) if i in spans else v for i, v in enumerate(values)],
+        dtype=pl.String,
+    )

@@ -202,3 +202,62 @@ def test_a_quarantined_match_waits_for_a_reviewer_and_an_approval_lets_it_pass(t
         "reviewer": "ana",
         "flag": "contaminated_eval",
     }
+
+
+def test_an_approval_holds_for_one_match_and_reviewers_never_see_a_secret(tmp_path, sms_spam):
+    """A key a reviewer let through as a false positive stays masked in the contamination
+    item, and approving one match does not approve a new match with another set."""
+    import random
+
+    from credential_factory import secret_sample
+
+    problems = humaneval()
+    key = secret_sample("aws_secret_access_key", random.Random(7))
+    quote = {
+        "id": "quote-with-key",
+        "sender": "quoter",
+        "label": "ham",
+        "sent": "2012-05-01T10:00:00Z",
+        "text": f"{problems[3]['prompt']}\n{key.text}",
+    }
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 100) + [quote])
+    quarantine = {"exact": "quarantine", "ngram": {"action": "quarantine"}}
+    config = write_project(
+        tmp_path,
+        [SMS_SOURCE],
+        split={"fractions": {"train": 1.0}},
+        contamination={"methods": quarantine},
+    )
+    workdir = tmp_path / "work"
+    args = ("--text-field", "prompt", "--id-field", "task_id", "--workdir", workdir)
+    assert invoke("eval", "register", "humaneval", humaneval_path(), *args).exit_code == 0
+
+    def run_and_list(reason: str) -> list[dict]:
+        assert invoke("run", "--config", config).exit_code == 0
+        listed = invoke(
+            "review", "list", "--reason", reason, "--status", "pending", "-w", workdir, "--json"
+        )
+        return [json.loads(line) for line in listed.stdout.splitlines()]
+
+    (secret_item,) = run_and_list("secret_detected")
+    approve = ("--reviewer", "ana", "--note", "looks fine", "-w", workdir)
+    assert invoke("review", "approve", secret_item["id"], *approve).exit_code == 0
+    (item,) = run_and_list("contaminated_eval")
+    shown = json.loads(invoke("review", "show", item["id"], "-w", workdir, "--json").stdout)
+    for field, value in shown.items():
+        assert key.value not in json.dumps(value), field
+    assert "<SECRET:" in shown["text"]
+    evidence = json.loads(shown["evidence"])
+    assert evidence["item"] == problems[3]["task_id"]
+    assert evidence["item_text"].split() == problems[3]["prompt"].split()
+    assert invoke("review", "approve", item["id"], *approve).exit_code == 0
+    assert run_and_list("contaminated_eval") == []  # approved: it passes
+
+    other = write_jsonl(tmp_path / "other.jsonl", [{"text": problems[3]["prompt"]}])
+    assert invoke("eval", "register", "other", other, "--workdir", workdir).exit_code == 0
+    (again,) = run_and_list("contaminated_eval")  # a new match is reviewed again
+    assert again["id"] != item["id"] and json.loads(again["evidence"])["eval_set"] in (
+        "other",
+        "humaneval",
+    )
+    assert key.value not in json.dumps(again)
