@@ -46,6 +46,8 @@ def register(
     replace: bool = False,
 ) -> tuple[dict[str, Any], bool]:
     """Store an evaluation set; return (its catalog row, whether anything changed)."""
+    if texts.len() == 0:
+        raise DataError(f"{source}: no items; an evaluation set needs at least one text")
     items = eval_items(texts, item_ids)
     repeated = items.filter(pl.col("item_id").is_duplicated())["item_id"].unique().sort()
     if repeated.len():
@@ -55,7 +57,12 @@ def register(
     digest = items_digest(items)
     settings = {**methods.model_dump(mode="json"), "embedding_model": model_digest()}
     existing = find(catalog, name)
-    if existing is not None and existing["digest"] == digest and existing["settings"] == settings:
+    if (
+        existing is not None
+        and existing["digest"] == digest
+        and existing["settings"] == settings
+        and _intact(catalog, existing)
+    ):
         return existing, False
     if existing is not None and existing["digest"] != digest and not replace:
         raise DataError(
@@ -84,6 +91,15 @@ def register(
     if existing is not None and existing["path"] != row["path"]:
         shutil.rmtree(catalog.workdir / existing["path"], ignore_errors=True)
     return find(catalog, name), True
+
+
+def _intact(catalog: Catalog, row: dict[str, Any]) -> bool:
+    """Whether the set's files are still what was registered (else registering rebuilds them)."""
+    try:
+        load_eval_set(row["name"], catalog.workdir / row["path"], row["files"])
+    except DataError:
+        return False
+    return True
 
 
 def find(catalog: Catalog, name: str) -> dict[str, Any] | None:

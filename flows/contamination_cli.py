@@ -156,7 +156,8 @@ def _methods(names: str, ngram: int | None):
 # Reading
 
 
-def read_rows(path: Path, field: str, option: str) -> Rows:
+def read_rows(path: Path, field: str, option: str, numbers_as_text: bool = False) -> Rows:
+    """A field of every row of a file; `numbers_as_text` also takes numbers (ids), as text."""
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "no such file"
         fail(f"{path}: {what}; give the path of a .jsonl, .csv, .parquet or .txt file")
@@ -175,10 +176,10 @@ def read_rows(path: Path, field: str, option: str) -> Rows:
     except (OSError, EOFError, gzip.BadGzipFile) as error:
         fail(f"{path}: cannot read it ({error})")
     reader = {"jsonl": _read_jsonl, "csv": _read_csv, "parquet": _read_parquet, "txt": _read_txt}
-    return reader[fmt](path, data, field, option)
+    return reader[fmt](path, data, field, option, numbers_as_text)
 
 
-def _read_jsonl(path: Path, data: bytes, field: str, option: str) -> Rows:
+def _read_jsonl(path: Path, data: bytes, field: str, option: str, numbers: bool) -> Rows:
     """Every non-blank line is a row; a `.json` file may also hold one array of objects."""
     data = data.removeprefix(b"\xef\xbb\xbf")
     if data.lstrip()[:1] == b"[":
@@ -204,6 +205,8 @@ def _read_jsonl(path: Path, data: bytes, field: str, option: str) -> Rows:
             texts.append(None)
             continue
         text = value.get(field)
+        if numbers and isinstance(text, int | float) and not isinstance(text, bool):
+            text = str(text)
         objects += 1
         with_field += field in value
         if not isinstance(text, str):
@@ -217,27 +220,29 @@ def _read_jsonl(path: Path, data: bytes, field: str, option: str) -> Rows:
     return Rows(path, texts, bad)
 
 
-def _read_csv(path: Path, data: bytes, field: str, option: str) -> Rows:
+def _read_csv(path: Path, data: bytes, field: str, option: str, numbers: bool) -> Rows:
     try:
         frame = pl.read_csv(io.BytesIO(data), infer_schema=False, encoding="utf8-lossy")
     except pl.exceptions.PolarsError as error:
         fail(f"{path}: cannot read it as CSV ({error}); fix the file or convert it to .jsonl")
-    return _column(path, frame, field, option)
+    return _column(path, frame, field, option, numbers)
 
 
-def _read_parquet(path: Path, data: bytes, field: str, option: str) -> Rows:
+def _read_parquet(path: Path, data: bytes, field: str, option: str, numbers: bool) -> Rows:
     try:
         frame = pl.read_parquet(io.BytesIO(data))
     except pl.exceptions.PolarsError as error:
         fail(f"{path}: cannot read it as Parquet ({error})")
-    return _column(path, frame, field, option)
+    return _column(path, frame, field, option, numbers)
 
 
-def _column(path: Path, frame: pl.DataFrame, field: str, option: str) -> Rows:
+def _column(path: Path, frame: pl.DataFrame, field: str, option: str, numbers: bool) -> Rows:
     if field not in frame.columns:
         has = ", ".join(frame.columns) or "none"
         fail(f"{path}: no field {field!r} (fields: {has}); pass the right one with {option}")
     column = frame[field]
+    if numbers and column.dtype.is_numeric():
+        column = column.cast(pl.String)
     if column.dtype not in (pl.String, pl.Categorical, pl.Enum):
         fail(
             f"{path}: field {field!r} holds {column.dtype}, not text; pass a text field with {option}"
@@ -247,7 +252,7 @@ def _column(path: Path, frame: pl.DataFrame, field: str, option: str) -> Rows:
     return Rows(path, texts, bad)
 
 
-def _read_txt(path: Path, data: bytes, field: str, option: str) -> Rows:
+def _read_txt(path: Path, data: bytes, field: str, option: str, numbers: bool) -> Rows:
     """Every line is a row; a blank line has no text and is skipped."""
     lines = data.decode("utf-8", errors="replace").removeprefix("\ufeff").split("\n")
     if lines and lines[-1] == "":

@@ -84,7 +84,7 @@ def read_items(path: Path, text_field: str, id_field: str | None):
 
     columns = [read_rows(path, text_field, "--text-field")]
     if id_field is not None:
-        columns.append(read_rows(path, id_field, "--id-field"))
+        columns.append(read_rows(path, id_field, "--id-field", numbers_as_text=True))
     for rows in columns:
         if rows.bad:
             shown = "; ".join(f"row {index}: {why}" for index, why in rows.bad[:5])

@@ -155,6 +155,21 @@ def test_a_changed_eval_set_file_stops_the_run(tmp_path, sms_spam):
     result = invoke("run", "--config", config)
     assert result.exit_code == 2
     assert "mini" in result.stderr and "items.parquet" in result.stderr
+    # registering it again, as the message says, rebuilds the files
+    repaired = invoke("eval", "register", "mini", eval_file, "--workdir", workdir)
+    assert repaired.exit_code == 0 and "unchanged" not in repaired.stderr
+    assert invoke("run", "--config", config).exit_code == 0
+    empty = write_jsonl(tmp_path / "empty.jsonl", [])
+    refused = invoke("eval", "register", "nothing", empty, "--workdir", workdir)
+    assert refused.exit_code == 2 and "no items" in refused.stderr
+    numbered = write_jsonl(
+        tmp_path / "numbered.jsonl",
+        [{"id": 11 + i, "text": p["prompt"]} for i, p in enumerate(humaneval()[:2])],
+    )
+    registered = invoke("eval", "register", "numbered", numbered, "--id-field", "id", "-w", workdir)
+    assert registered.exit_code == 0, registered.stderr
+    items = pl.read_parquet(next((workdir / "evals" / "numbered").glob("*/items.parquet")))
+    assert items["item_id"].to_list() == ["11", "12"]
 
 
 def test_a_quarantined_match_waits_for_a_reviewer_and_an_approval_lets_it_pass(tmp_path, sms_spam):
