@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from pipeline.errors import ThresherError
 
@@ -34,7 +35,7 @@ ConfigOption = Annotated[
 
 
 def fail(message: str, code: int = 2) -> None:
-    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 

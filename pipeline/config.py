@@ -594,6 +594,24 @@ def _read_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
         return yaml.safe_load(text), _line_numbers(node, ())
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    except ValueError as error:  # YAML reads 2023-02-30 as a date, which does not exist
+        line = _impossible_date_line(node)
+        where = f"{path}:{line}" if line else str(path)
+        raise ConfigError(f"{where}: not a real date ({error}); write dates as YYYY-MM-DD") from None
+
+
+def _impossible_date_line(node: Any) -> int | None:
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag == "tag:yaml.org,2002:timestamp":
+            try:
+                date.fromisoformat(node.value[:10])
+            except ValueError:
+                return node.start_mark.line + 1
+        return None
+    children = node.value if isinstance(node, yaml.SequenceNode) else []
+    if isinstance(node, yaml.MappingNode):
+        children = [value for _, value in node.value]
+    return next((line for child in children if (line := _impossible_date_line(child))), None)
 
 
 def _line_numbers(node: Any, at: tuple) -> dict[tuple, int]:

@@ -298,3 +298,12 @@ def test_contamination_methods_switch_on_and_off(tmp_path):
                 },
             )
         )
+
+
+def test_an_impossible_date_is_named_with_its_line(tmp_path):
+    text = (
+        "name: x\nsources: []\nsplit:\n  strategy: time\n"
+        "  cutoffs: {validation: 2023-02-30, test: 2024-01-01}\n"
+    )
+    with pytest.raises(ConfigError, match=r"c.yaml:5: not a real date \(day is out of range"):
+        load_run_config(write(tmp_path / "c.yaml", text))
