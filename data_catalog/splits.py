@@ -215,6 +215,9 @@ def check_lock_kept(locked: pl.DataFrame, published: pl.DataFrame, events: pl.La
         else f"record {row['record_id']} is no longer in the sources"
         for row in lost.head(5).iter_rows(named=True)
     ]
+    shown = elsewhere.head(5).height + lost.head(5).height
+    if elsewhere.height + lost.height > shown:
+        problems.append(f"and {elsewhere.height + lost.height - shown} more")
     raise DataError(
         f"the locked test set is broken: {elsewhere.height} locked record(s) outside test and "
         f"{lost.height} missing for another reason than a deletion request ("

@@ -122,6 +122,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"{name}: {figures['contaminated_items']} of {figures['items']} items matched by "
         f"{figures['records']} record(s)"
         for name, figures in checked["eval_sets"].items()
+        if figures["items"]
     )
     stderr.print(
         f"contamination: {checked['checked']} records checked; {per_set or 'no evaluation set'}"

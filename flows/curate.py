@@ -28,7 +28,7 @@ from prefect.cache_policies import NO_CACHE
 from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog
 from pipeline import ledger
-from pipeline.config import RunConfig, config_hash, load_run_config
+from pipeline.config import SPLITS, RunConfig, config_hash, load_run_config
 from pipeline.contamination import contamination
 from pipeline.eval_index import EvalSet
 from pipeline.exact_dedup import exact_dedup
@@ -360,7 +360,7 @@ def summarize(
         "reasons": ledger.counts_by_reason(events, terminal=True),
         "changes": ledger.counts_by_reason(events, terminal=False),  # edits and moves
         "dedup": dedup_stats,
-        "splits": split_stats["splits"],
+        "splits": _published_splits(version_dir),
         "split": {
             key: split_stats[key]
             for key in ("cutoffs", "cutoffs_frozen", "locked", "moved", "dropped")
@@ -380,6 +380,21 @@ def summarize(
             "run": str(plan.run_dir),
         },
     }
+
+
+def _published_splits(version_dir: Path) -> dict[str, dict[str, int]]:
+    """Records and groups per split as published (after every stage, contamination too)."""
+    version = read_version(version_dir, verify=False)
+    found = {
+        name: frame.select(
+            pl.len().alias("records"),
+            pl.coalesce("group", "record_id").n_unique().alias("groups"),  # no group: its own
+        )
+        .collect()
+        .row(0, named=True)
+        for name, frame in version.splits.items()
+    }
+    return {name: found.get(name, {"records": 0, "groups": 0}) for name in SPLITS}
 
 
 @flow(name="curate", log_prints=True)
