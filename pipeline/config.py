@@ -292,7 +292,9 @@ class SplitConfig(Strict):
                     f"cutoffs must name exactly the held-out splits with a fraction: "
                     f"{', '.join(held_out) or 'none'}"
                 )
-            ordered = [self.cutoffs[name] for name in ("validation", "test") if name in self.cutoffs]
+            ordered = [
+                self.cutoffs[name] for name in ("validation", "test") if name in self.cutoffs
+            ]
             if ordered != sorted(ordered) or len(set(ordered)) < len(ordered):
                 raise ValueError("the validation cutoff must come before the test cutoff")
         return self
@@ -597,7 +599,9 @@ def _read_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
     except ValueError as error:  # YAML reads 2023-02-30 as a date, which does not exist
         line = _impossible_date_line(node)
         where = f"{path}:{line}" if line else str(path)
-        raise ConfigError(f"{where}: not a real date ({error}); write dates as YYYY-MM-DD") from None
+        raise ConfigError(
+            f"{where}: not a real date ({error}); write dates as YYYY-MM-DD"
+        ) from None
 
 
 def _impossible_date_line(node: Any) -> int | None:
