@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from flows.cli_common import (
@@ -115,6 +116,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
         frozen = " (frozen)" if split.get("cutoffs_frozen") else ""
         cutoffs = ", ".join(f"{name} from {when}" for name, when in split["cutoffs"].items())
         stderr.print(f"time cutoffs{frozen}: {cutoffs}")
+    for warning in split.get("warnings", []):
+        stderr.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if split.get("locked"):
         stderr.print(f"locked test set: {split['locked']} record(s) held in test")
     checked = summary["contamination"]

@@ -363,7 +363,7 @@ def summarize(
         "splits": _published_splits(version_dir),
         "split": {
             key: split_stats[key]
-            for key in ("cutoffs", "cutoffs_frozen", "locked", "moved", "dropped")
+            for key in ("cutoffs", "cutoffs_frozen", "locked", "moved", "dropped", "warnings")
             if key in split_stats
         },
         "contamination": contamination_stats,

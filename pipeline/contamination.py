@@ -4,10 +4,10 @@ protected evaluation set are dropped or quarantined with reason `contaminated_ev
 Four methods (pipeline/eval_index.py), each with its own action: exact content hash, shared
 normalized word n-grams, MinHash similarity and embedding cosine. A record matched by a
 method whose action is `drop` is dropped; one matched only by quarantining methods waits
-for a reviewer. Its evidence names the strongest match: the evaluation set ("test" for this
-run's test split), the item, the method, the score and the matched words. A reviewer's
-approval lets the record pass on later runs while its content stays the same; a rejection
-drops it. Records of the test split are never checked: they are what is protected.
+for a reviewer. Its evidence names the strongest match of a deciding method: the evaluation
+set ("test" for this run's test split), the item, the method, the score and the matched
+words. A reviewer's approval lets the record pass on later runs while its content and its
+matches stay the same; a rejection drops it. Records of the test split are never checked: they are what is protected.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import polars as pl
 
 from pipeline import ledger, reasons
 from pipeline.config import ContaminationConfig
-from pipeline.eval_index import ContaminationIndex, eval_items, strongest
+from pipeline.eval_index import METHODS, ContaminationIndex, eval_items, strongest
 from pipeline.govern import with_review_hash
 from pipeline.identity import xxh3_128_hex
 from pipeline.schema import REVIEW_DECISION_SCHEMA, REVIEW_ITEM_SCHEMA
@@ -29,7 +29,6 @@ from pipeline.stage import RunContext, StageResult
 
 STAGE = "contamination"
 TEST_SPLIT = "test"  # the evaluation-set name the run's own test split gets in evidence
-METHOD_ORDER = ["exact", "ngram", "minhash", "embedding"]
 EXAMPLES = 20  # record ids listed per evaluation set in the stats
 ITEM_TEXT_SHOWN = 2000  # characters of the matched evaluation text a reviewer sees
 _SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
@@ -139,7 +138,7 @@ def _set_figures(size: int, matches: pl.DataFrame | None, checked: pl.DataFrame)
         "items": size,
         "contaminated_items": matches["item_id"].n_unique(),
         "records": rows.len(),
-        "by_method": {m: by_method[m] for m in METHOD_ORDER if m in by_method},
+        "by_method": {m: by_method[m] for m in METHODS if m in by_method},
         "examples": checked["record_id"].gather(rows.head(EXAMPLES)).to_list(),
     }
 

@@ -42,6 +42,7 @@ from pipeline.stage import RunContext, StageResult
 
 STAGE = "split"
 HELD_OUT_FIRST = {"test": 0, "validation": 1, "train": 2}
+FRACTION_DRIFT = 0.1  # a split further than this from its fraction gets a warning
 ISO = "%Y-%m-%dT%H:%M:%S%.f%:z"  # as datetime.isoformat()
 _OPTIONAL = {
     "group": pl.String,
@@ -159,7 +160,27 @@ def split(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> StageResult
     if timed:
         stats["cutoffs"] = {name: when.isoformat() for name, when in cutoffs.items()}
         stats["cutoffs_frozen"] = frozen
+    stats["warnings"] = _drift(stats["splits"], cfg)
     return StageResult(frame=assigned, events=events, stats=stats)
+
+
+def _drift(splits: dict[str, dict], cfg: SplitConfig) -> list[str]:
+    """Splits far from their configured fraction: time cutoffs, a lock or a few large groups
+    decide more than the fractions do, and a user should know."""
+    total = sum(counts["records"] for counts in splits.values())
+    warnings = []
+    for name, fraction in cfg.fractions.items():
+        share = splits[name]["records"] / total if total else 0.0
+        if fraction > 0 and (share == 0 or abs(share - fraction) > FRACTION_DRIFT):
+            why = (
+                "the time cutoffs decide (split.cutoffs, anchor, on_conflict)"
+                if cfg.strategy != "group"
+                else "large groups or clusters, a parent version or a lock decide"
+            )
+            warnings.append(
+                f"split {name} holds {share:.0%} of the records, the config asks {fraction:.0%}: {why}"
+            )
+    return warnings
 
 
 def _decide(members: pl.DataFrame, cfg: SplitConfig, cutoffs: dict[str, datetime]) -> pl.DataFrame:

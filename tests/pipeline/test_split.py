@@ -493,3 +493,25 @@ def test_same_input_gives_the_same_assignment_in_any_order(tmp_path, sms_spam):
     assert first.stats == second.stats and first.events.equals(second.events)
     reversed_ = split(frame.reverse().lazy(), SplitConfig(), ctx)
     assert splits_of(reversed_) == splits_of(first) and reversed_.stats == first.stats
+
+
+def test_a_split_far_from_its_fraction_gets_a_warning(tmp_path, sms_spam):
+    records = changelogs(tmp_path)
+    late = {
+        "validation": datetime(2030, 1, 1, tzinfo=UTC),
+        "test": datetime(2031, 1, 1, tzinfo=UTC),
+    }
+    result = split(records.lazy(), SplitConfig(strategy="time", cutoffs=late), ctx_with(tmp_path))
+    why = "the time cutoffs decide (split.cutoffs, anchor, on_conflict)"
+    assert result.stats["warnings"] == [
+        f"split train holds 100% of the records, the config asks 80%: {why}",
+        f"split validation holds 0% of the records, the config asks 10%: {why}",
+        f"split test holds 0% of the records, the config asks 10%: {why}",
+    ]
+    grouped = split(records.lazy(), SplitConfig(), ctx_with(tmp_path)).stats["warnings"]
+    assert grouped == [  # six packages' changelogs, a few maintainers with many entries each
+        "split train holds 92% of the records, the config asks 80%: large groups or clusters, "
+        "a parent version or a lock decide"
+    ]
+    messages = real_records(tmp_path / "sms", sms_spam, 4800)
+    assert split(messages, SplitConfig(), ctx_with(tmp_path)).stats["warnings"] == []
