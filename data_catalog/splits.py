@@ -87,14 +87,7 @@ def _check_keeps_lock(
     released = locked_ids(catalog, current).join(ids, on="record_id", how="anti")
     latest = catalog.latest(version.name)
     if released.height and latest is not None:
-        published = pl.concat(
-            [
-                frame.select("record_id")
-                for frame in read_version(
-                    catalog.version_path(latest), verify=False
-                ).splits.values()
-            ]
-        ).collect()
+        published = read_version(catalog.version_path(latest), verify=False).membership().collect()
         released = released.join(published, on="record_id", how="semi")
     if released.height:
         raise DataError(
@@ -173,12 +166,7 @@ def lock_status(catalog: Catalog, name: str) -> dict[str, Any]:
         status["since"] = None
         return status
     locked = locked_ids(catalog, lock_row)
-    splits = pl.concat(
-        [
-            frame.select("record_id", "split")
-            for frame in read_version(catalog.version_path(latest), verify=False).splits.values()
-        ]
-    ).collect()
+    splits = read_version(catalog.version_path(latest), verify=False).membership().collect()
     where = locked.join(splits, on="record_id", how="left")
     test_now = splits.filter(pl.col("split") == "test")
     status["since"] = {

@@ -77,13 +77,8 @@ class RunPlan:
     def context(self) -> RunContext:
         parent_splits = None
         if self.parent_path is not None:
-            parent = read_version(self.parent_path, verify=False)  # verified in plan_run
-            members = [frame.select("record_id", "split") for frame in parent.splits.values()]
-            parent_splits = (
-                pl.concat(members)
-                if members
-                else pl.LazyFrame(schema={"record_id": pl.String, "split": pl.String})
-            )
+            # verified in plan_run
+            parent_splits = read_version(self.parent_path, verify=False).membership()
         return RunContext(
             run_id=self.run_id,
             run_dir=self.run_dir,
@@ -315,13 +310,7 @@ def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, A
     counts = ledger.check_accounting(pl.scan_parquet(ledger_path), records_in)
     staging = Path(staging_dir)
     if plan.locked_test is not None:
-        published = pl.concat(
-            [
-                f.select("record_id", "split")
-                for f in read_version(staging, verify=False).splits.values()
-            ]
-            or [pl.LazyFrame(schema={"record_id": pl.String, "split": pl.String})]
-        ).collect()
+        published = read_version(staging, verify=False).membership().collect()
         splits.check_lock_kept(plan.locked_test, published, pl.scan_parquet(ledger_path))
     shutil.copyfile(ledger_path, staging / "ledger.parquet")
     staged = StagedVersion.load(staging)

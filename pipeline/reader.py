@@ -55,6 +55,12 @@ class PublishedVersion:
     def splits(self) -> dict[str, pl.LazyFrame]:
         return {name: self.split(name) for name in self.split_names}
 
+    def membership(self) -> pl.LazyFrame:
+        """record_id and split of every record the version holds (none for an empty one)."""
+        parts = [frame.select("record_id", "split") for frame in self.splits.values()]
+        empty = pl.LazyFrame(schema={"record_id": pl.String, "split": pl.String})
+        return pl.concat(parts) if parts else empty
+
 
 def read_manifest(path: Path) -> dict[str, Any]:
     try:
