@@ -20,7 +20,7 @@ import polars as pl
 
 from pipeline import ledger, reasons
 from pipeline.config import ContaminationConfig
-from pipeline.eval_index import METHODS, ContaminationIndex, eval_items, strongest
+from pipeline.eval_index import METHODS, ContaminationIndex, strongest
 from pipeline.govern import with_review_hash
 from pipeline.identity import xxh3_128_hex
 from pipeline.schema import REVIEW_DECISION_SCHEMA, REVIEW_ITEM_SCHEMA
@@ -77,7 +77,8 @@ def _all_matches(
     targets: list[tuple[str, ContaminationIndex, int]] = []
     if cfg.against_test:
         test = records.filter(pl.col("split") == "test")
-        items = eval_items(test["text"], test["record_id"])
+        # test records are items as they stand: their text and content hash are final
+        items = test.select(pl.col("record_id").alias("item_id"), "text", "content_hash")
         targets.append(
             (
                 TEST_SPLIT,
