@@ -14,10 +14,8 @@ import os
 import secrets
 import shutil
 import socket
-import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from prefect.cache_policies import NO_CACHE
 from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog
 from pipeline import ledger
+from pipeline.code_version import code_version
 from pipeline.config import SPLITS, RunConfig, config_hash, load_run_config
 from pipeline.contamination import contamination
 from pipeline.eval_index import EvalSet
@@ -120,36 +119,6 @@ def _alive(owner: dict[str, Any]) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def code_version() -> str:
-    """Package version, plus the git commit when running from a checkout."""
-    version = metadata.version("thresher")
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(Path(__file__).parent),
-                "status",
-                "--porcelain",
-                "--untracked-files=no",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return version
-    return f"{version}+g{commit}{'.dirty' if dirty else ''}"
 
 
 def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
