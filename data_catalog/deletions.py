@@ -3,19 +3,19 @@
 A request names a source, a group, a record id or a content hash (the text as ingested, or
 as published). Every later run drops the matching records with reason `deletion_request`;
 `affected` lists the versions that contained them, read from their shards (or, for a
-version whose shards were purged, from its ledger).
+version whose shards were purged, from its ledger), and the training runs on each.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 import xxhash
 from sqlalchemy import insert, select, update
 
-from data_catalog import tables
+from data_catalog import tables, training_runs
 from data_catalog.catalog import Catalog, VersionRecord, now
 from pipeline.content_findings import pseudonymized_group
 from pipeline.errors import DataError
@@ -26,6 +26,8 @@ from pipeline.stage import DELETION_KINDS
 class Affected:
     version: VersionRecord
     records: int | None  # None: the shards were purged and the ledger cannot tell
+    # the training runs on the version: models that saw the records
+    training_runs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def record_request(
@@ -98,13 +100,16 @@ def requests_frame(catalog: Catalog) -> pl.DataFrame:
 
 
 def affected(catalog: Catalog, request_id: int) -> list[Affected]:
-    """Every cataloged version (published or withdrawn) that contained a matching record."""
+    """Every cataloged version (published or withdrawn) that contained a matching record, with
+    the training runs on it."""
     wanted = request(catalog, request_id)
     found = []
     for version in catalog.versions():
         count = _matches(catalog, version, wanted["kind"], wanted["value"])
         if count != 0:
-            found.append(Affected(version, count))
+            found.append(
+                Affected(version, count, training_runs.for_version(catalog, version.dataset_hash))
+            )
     return found
 
 

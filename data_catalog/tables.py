@@ -185,3 +185,26 @@ eval_sets = Table(
     Column("settings", JSON, nullable=False),  # the contamination methods its files were built for
     Column("registered_at", DateTime(timezone=True), nullable=False),
 )
+
+# A run of the training stage, against the dataset version it trained on. A resumed run keeps
+# its row (and started_at); `manifest_path` is the run's training manifest.
+training_runs = Table(
+    "training_runs",
+    metadata,
+    Column("run_id", String(100), primary_key=True),
+    Column(
+        "dataset_hash", String(64), ForeignKey("versions.dataset_hash"), nullable=False, index=True
+    ),
+    Column("name", String(200), ForeignKey("datasets.name"), nullable=False),
+    Column("objective", String(40), nullable=False),
+    Column("status", String(20), nullable=False),  # running | completed | failed
+    Column("manifest_path", Text, nullable=False),
+    Column("manifest_sha256", String(64), nullable=True),  # set when the run finishes
+    Column("config_hash", String(64), nullable=False),
+    Column("world_size", Integer, nullable=False),
+    Column("best_step", Integer, nullable=True),
+    Column("test_metrics", JSON, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+)

@@ -249,6 +249,12 @@ def _print_affected(affected) -> None:
         stderr.print(
             f"  {hit.version.name} {hit.version.dataset_hash[:16]} [{hit.version.status}]: {count}"
         )
+        for run in hit.training_runs:
+            stderr.print(
+                f"    training run {run['run_id']} ({run['objective']}): {run['status']}",
+                markup=False,
+                highlight=False,
+            )
 
 
 def catalog_affected(
@@ -257,7 +263,8 @@ def catalog_affected(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List the versions that contained records of a deletion request (exit 1 if any)."""
+    """List the versions that contained records of a deletion request, and the training runs
+    on each (exit 1 if any version)."""
     from data_catalog import deletions
 
     catalog = open_catalog(workdir, config)
@@ -270,6 +277,10 @@ def catalog_affected(
                     "name": hit.version.name,
                     "status": hit.version.status,
                     "records": hit.records,
+                    "training_runs": [
+                        {"run_id": run["run_id"], "status": run["status"]}
+                        for run in hit.training_runs
+                    ],
                 }
             )
     _print_affected(affected)
