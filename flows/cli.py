@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from flows.cli_common import (
     ConfigOption,
@@ -38,6 +38,8 @@ from flows.governance_cli import (
 )
 from flows.secrets_cli import secrets_app
 from flows.split_cli import split_app
+from flows.train_cli import print_summary as print_train_summary
+from flows.train_cli import train
 from pipeline.errors import ThresherError
 
 app = typer.Typer(
@@ -185,10 +187,11 @@ def demo(directory: Annotated[Path, typer.Argument()] = Path("demo")) -> None:
     from flows.demo import run_demo
 
     try:
-        summary = run_demo(directory)
+        summary, trained = run_demo(directory)
     except ThresherError as error:
         fail(str(error))
     _print_summary(summary)
+    print_train_summary(trained)
 
 
 @catalog_app.command("list")
@@ -236,9 +239,12 @@ def catalog_show(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show one version: lineage, sources and licenses, shards."""
+    """Show one version: lineage, sources and licenses, shards, the training runs on it."""
+    from data_catalog import training_runs
+
     catalog, version = find_version(ref, workdir, config)
     shards, sources = catalog.shards(version.dataset_hash), catalog.sources(version.dataset_hash)
+    trained = training_runs.for_version(catalog, version.dataset_hash)
     if as_json:
         emit(
             {
@@ -246,6 +252,7 @@ def catalog_show(
                 "path": str(catalog.version_path(version)),
                 "shards": shards,
                 "sources": [{k: v for k, v in s.items() if k != "declaration"} for s in sources],
+                "training_runs": trained,
             }
         )
         return
@@ -289,6 +296,39 @@ def catalog_show(
             shard["sha256"][:16],
         )
     console.print(shards_table)
+    _print_training_runs(console, trained)
+
+
+def _print_training_runs(console: Console, trained: list[dict[str, Any]]) -> None:
+    if not trained:
+        console.print("training runs: none")
+        return
+    fold = {"overflow": "fold"}  # wrap long ids, metrics and paths; never cut them off
+    table = Table(
+        Column("run", **fold),
+        Column("objective", **fold),
+        "status",
+        "best step",
+        Column("test metrics", **fold),
+        Column("manifest", **fold),
+        title="training runs",
+    )
+    for run in trained:
+        metrics = run["test_metrics"] or {}
+        table.add_row(
+            escape(run["run_id"]),
+            escape(run["objective"]),
+            run["status"],
+            "-" if run["best_step"] is None else str(run["best_step"]),
+            escape(" ".join(f"{k}={_compact(v)}" for k, v in metrics.items())) or "-",
+            escape(run["manifest_path"]),
+        )
+    console.print(table)
+
+
+def _compact(value: Any) -> str:
+    """A float with 4 significant digits; anything else (a count, a string) as it is."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 @catalog_app.command("verify")
@@ -336,6 +376,7 @@ app.add_typer(split_app, name="split")
 app.add_typer(eval_app, name="eval")
 app.add_typer(contamination_app, name="contamination")
 app.command()(dedup)
+app.command()(train)
 app.command()(forget)
 catalog_app.command("affected")(catalog_affected)
 catalog_app.command("withdraw")(catalog_withdraw)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline.errors import ConfigError
 from pipeline.licenses import LICENSE_CLASSES, check_expression
+from training.config import TrainConfig
 
 SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
 SPLITS = ("train", "validation", "test")
@@ -499,6 +500,7 @@ class RunConfig(Strict):
     contamination: ContaminationConfig = ContaminationConfig()
     publish: PublishConfig = PublishConfig()
     runner: RunnerConfig = RunnerConfig()
+    train: TrainConfig | None = None  # the training stage's settings (training/config.py)
 
     @property
     def source_list(self) -> list[SourceDeclaration]:
@@ -519,11 +521,10 @@ class RunConfig(Strict):
 # Sections of DESIGN.md's run config whose stages are not built yet.
 PLANNED_SECTIONS = {
     "quality": "the quality-filtering stage",
-    "train": "the training stage",
 }
 
-# Settings that change where or how a run happens, not what it publishes.
-_NOT_IN_CONFIG_HASH = {"workdir", "runner"}
+# Settings that change where or how a run happens, or what is trained on it, not what it publishes.
+_NOT_IN_CONFIG_HASH = {"workdir", "runner", "train"}
 _SOURCE_FIELDS_NOT_HASHED = {"location", "root", "base_dir"}
 
 
@@ -562,6 +563,14 @@ def load_run_config(path: str | Path) -> RunConfig:
         raise ConfigError(
             f"invalid config:\n  {path}:{line}: policy.sources.{unknown[0]}: no source of this "
             f"name is declared (declared: {', '.join(declared)})"
+        )
+    trained = cfg.train.sources if cfg.train and cfg.train.sources else []
+    unknown = [name for name in trained if name not in declared]
+    if unknown:
+        line = lines.get(("train", "sources", trained.index(unknown[0])))
+        raise ConfigError(
+            f"invalid config:\n  {path}:{line}: train.sources: {unknown[0]!r} is not a declared "
+            f"source (declared: {', '.join(declared)})"
         )
     workdir = (base / cfg.workdir).resolve()
     return cfg.model_copy(update={"workdir": str(workdir)})

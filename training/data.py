@@ -1,0 +1,174 @@
+"""Training data: a published version opened through its manifest, streamed in a seeded order.
+
+The version is opened by dataset hash (or `latest`) through the catalog; every shard is
+re-hashed against the manifest before anything is read, and a withdrawn version is
+refused. Batches stream from the shards' row groups: each epoch shuffles the order of the
+row groups, then the rows within windows of `shuffle_window` rows, with a generator seeded
+by (seed, epoch). The order is a pure function of the seed, the epoch and the row counts,
+so a resumed run finds its place by position alone. Under data parallelism rank r takes
+every world-th row of that order: the shares are disjoint and equal in size.
+
+The test split is read once, by `final_test`, after the model is chosen.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+
+from data_catalog import open_version
+from pipeline.errors import DataError
+from pipeline.reader import PublishedVersion
+from training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    path: Path
+    index: int
+    rows: np.ndarray  # offsets of the eligible rows within the row group
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    label: str | None
+
+
+class SplitStream:
+    """One split of a version: its eligible rows, readable by global position."""
+
+    def __init__(self, version: PublishedVersion, split: str, eligible: pl.Expr | None):
+        self.split = split
+        files = [
+            version.path / s["path"] for s in version.manifest["shards"] if s["split"] == split
+        ]
+        self.row_groups: list[RowGroup] = []
+        self.skipped = 0  # rows of the split that are not eligible (other sources, no label)
+        labels: set[str] = set()
+        for path in files:
+            metadata = pq.ParquetFile(path).metadata
+            keep = pl.read_parquet(path, columns=["source", "label"]).with_row_index("row")
+            if eligible is not None:
+                keep = keep.filter(eligible)
+            kept = keep["row"].to_numpy().astype(np.int64)
+            labels.update(label for label in keep["label"].unique().to_list() if label is not None)
+            self.skipped += metadata.num_rows - len(kept)
+            start = 0
+            for index in range(metadata.num_row_groups):
+                end = start + metadata.row_group(index).num_rows
+                rows = kept[(kept >= start) & (kept < end)] - start
+                if len(rows):
+                    self.row_groups.append(RowGroup(path, index, rows))
+                start = end
+        sizes = np.array([len(group.rows) for group in self.row_groups], dtype=np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(sizes)])
+        self.labels = sorted(labels)
+        self._cache: OrderedDict[int, tuple[list[str], list[str | None]]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def order(self, seed: int, epoch: int, window: int) -> np.ndarray:
+        """Global positions in this epoch's order: row groups shuffled, then rows per window."""
+        rng = np.random.default_rng([seed, epoch])
+        sequence = np.concatenate(
+            [
+                np.arange(self._starts[g], self._starts[g + 1])
+                for g in rng.permutation(len(self.row_groups))
+            ]
+            or [np.empty(0, dtype=np.int64)]
+        )
+        for start in range(0, len(sequence), window):
+            part = sequence[start : start + window]
+            sequence[start : start + window] = part[rng.permutation(len(part))]
+        return sequence
+
+    def examples(self, positions: np.ndarray) -> list[Example]:
+        groups = np.searchsorted(self._starts, positions, side="right") - 1
+        found = []
+        for position, group in zip(positions.tolist(), groups.tolist(), strict=True):
+            texts, labels = self._read(group)
+            offset = position - int(self._starts[group])
+            found.append(Example(texts[offset], labels[offset]))
+        return found
+
+    def _read(self, group: int) -> tuple[list[str], list[str | None]]:
+        if group not in self._cache:
+            row_group = self.row_groups[group]
+            table = pq.ParquetFile(row_group.path).read_row_group(
+                row_group.index, columns=["text", "label"]
+            )
+            rows = row_group.rows.tolist()
+            self._cache[group] = (
+                [table["text"][i].as_py() for i in rows],
+                [table["label"][i].as_py() for i in rows],
+            )
+            if len(self._cache) > 4:  # a window spans a few row groups; keep memory flat
+                self._cache.popitem(last=False)
+        self._cache.move_to_end(group)
+        return self._cache[group]
+
+
+def rank_share(order: np.ndarray, rank: int, world: int) -> np.ndarray:
+    """Rank r's positions: every world-th, after trimming so that all shares are equal."""
+    usable = len(order) - len(order) % world
+    return order[:usable][rank::world]
+
+
+def batches(share: np.ndarray, batch_size: int, start: int = 0) -> Iterator[np.ndarray]:
+    for begin in range(start * batch_size, len(share), batch_size):
+        yield share[begin : begin + batch_size]
+
+
+class TrainingData:
+    """The version's train and validation streams; the test stream only through `final_test`."""
+
+    def __init__(self, version: PublishedVersion, cfg: TrainConfig):
+        self.version = version
+        self.cfg = cfg
+        eligible = None
+        if cfg.sources:
+            eligible = pl.col("source").is_in(cfg.sources)
+        if cfg.objective == "classification":
+            labelled = pl.col("label").is_not_null()
+            eligible = labelled if eligible is None else eligible & labelled
+        self._eligible = eligible
+        self.train = SplitStream(version, "train", eligible)
+        if not len(self.train):
+            wanted = f" of sources {', '.join(cfg.sources)}" if cfg.sources else ""
+            labels = " with a label" if cfg.objective == "classification" else ""
+            raise DataError(
+                f"version {version.dataset_hash[:12]} has no train records{wanted}{labels}; "
+                "check train.sources and the split fractions"
+            )
+        self.labels = self.train.labels
+        if cfg.objective == "classification":  # a label the model never saw cannot be scored
+            eligible = eligible & pl.col("label").is_in(self.labels)
+            self._eligible = eligible
+        self.validation = SplitStream(version, "validation", eligible)
+        self._test_read = False
+
+    def final_test(self) -> SplitStream:
+        if self._test_read:
+            raise DataError("the test split is read once, for the final evaluation only")
+        self._test_read = True
+        return SplitStream(self.version, "test", self._eligible)
+
+    @property
+    def test_was_read(self) -> bool:
+        return self._test_read
+
+
+def open_training_version(workdir: str | Path, name: str, ref: str) -> PublishedVersion:
+    """Open `ref` (hash, prefix or `latest`) of dataset `name`, every shard re-hashed first."""
+    version = open_version(workdir, name, ref, verify=True)
+    if "train" not in version.split_names:
+        raise DataError(f"version {version.dataset_hash[:12]} has no train split to train on")
+    return version

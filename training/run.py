@@ -1,0 +1,260 @@
+"""One training run, end to end: the same function behind `thresher train`, `torchrun -m
+training` and the Prefect `train` flow.
+
+Open the version (every shard re-hashed), build the tokenizer and model, train, restore
+the best weights, evaluate the test split once, save the model, and write the run manifest
+and loss curves; register the run in the catalog against the version. Under torchrun every
+rank trains; rank 0 alone writes files and catalog rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from data_catalog import training_runs
+from data_catalog.catalog import Catalog
+from pipeline.config import load_run_config
+from pipeline.errors import DataError
+from training import checkpoint, distributed, manifest, plots
+from training.config import TrainConfig
+from training.data import TrainingData, open_training_version
+from training.loop import Batcher, Trainer
+from training.models import build_model
+from training.tokenization import load_bpe, load_minilm, train_bpe
+
+MODEL_FILE = "model.pt"
+METRICS_FILE = "metrics.jsonl"
+CURVES_FILE = "loss_curves.png"
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    run_id: str
+    run_dir: Path
+    manifest: dict[str, Any]
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.run_dir / manifest.MANIFEST_FILE
+
+
+def train(
+    config_path: str | Path, dataset: str | None = "latest", resume: str | Path | None = None
+) -> TrainResult:
+    """Train on version `dataset` (hash, prefix or `latest`) of the config's dataset, or
+    resume the run in folder `resume` from its last checkpoint."""
+    run_config = load_run_config(config_path)
+    cfg = run_config.train or TrainConfig()
+    workdir = Path(run_config.workdir)
+    earlier = _earlier_run(Path(resume)) if resume else None
+    if earlier:
+        if dataset not in (None, "latest") and not earlier["dataset"]["hash"].startswith(dataset):
+            raise DataError(
+                f"run {earlier['run_id']} trains on {earlier['dataset']['hash'][:12]}, not {dataset}; "
+                "drop --dataset when resuming"
+            )
+        dataset = earlier["dataset"]["hash"]
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    world = distributed.start(cfg.device)
+    try:
+        return _train(
+            run_config.name,
+            workdir,
+            cfg,
+            dataset or "latest",
+            earlier,
+            Path(resume) if resume else None,
+            world,
+        )
+    finally:
+        distributed.stop(world)
+
+
+def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world) -> TrainResult:
+    version = open_training_version(workdir, name, dataset)
+    config = cfg.model_dump(mode="json")
+    config_hash = manifest.json_hash(config)
+    if earlier:
+        run_id, run_dir = earlier["run_id"], resume_dir
+        last = checkpoint.latest_checkpoint(run_dir / "checkpoints")
+        state = checkpoint.load(last) if last else None
+        threads = state["threads"] if state else cfg.threads
+    else:
+        stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+        run_id = world.broadcast(f"train-{stamp}")
+        run_dir = workdir / "training" / run_id
+        last, threads = None, cfg.threads
+    if threads:
+        torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    checkpoint.seed_everything(cfg.seed)
+    if world.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    world.barrier()
+
+    data = TrainingData(version, cfg)
+    tokenizer, tokenizer_record = _tokenizer(cfg, data, run_dir, world)
+    model, base_model = build_model(cfg, len(tokenizer), len(data.labels))
+    checkpoint.seed_everything(cfg.seed + world.rank)  # dropout differs by rank, not the init
+    trainer = Trainer(
+        cfg, data, model, Batcher(tokenizer, cfg, data.labels), world, run_dir, config_hash
+    )
+
+    record: dict[str, Any] = {
+        "run_id": run_id,
+        "status": "running",
+        "objective": cfg.objective,
+        "dataset": {
+            "name": name,
+            "hash": version.dataset_hash,
+            "manifest_path": str(version.path / "manifest.json"),
+            "manifest_sha256": manifest.file_sha256(version.path / "manifest.json"),
+            "shards_verified": len(version.manifest["shards"]),
+            "records": {
+                "train": len(data.train),
+                "validation": len(data.validation),
+                "train_skipped": data.train.skipped,
+                "validation_skipped": data.validation.skipped,
+            },
+        },
+        "code": manifest.code(),
+        "config": config,
+        "config_hash": config_hash,
+        "seeds": {
+            "seed": cfg.seed,
+            "model_init": cfg.seed,
+            "per_rank": "seed + rank after model init (dropout)",
+            "sampler": "numpy default_rng([seed, epoch])",
+        },
+        "packages": None,
+        "environment": manifest.environment(world.size, world.backend, world.device),
+        "determinism": manifest.determinism(),
+        "precision": trainer.precision,
+        "batch": {
+            "per_device": cfg.batch_size,
+            "grad_accumulation": cfg.grad_accumulation,
+            "world_size": world.size,
+            "effective": trainer.effective_batch,
+        },
+        "schedule": {
+            "total_steps": trainer.total_steps,
+            "steps_per_epoch": trainer.steps_per_epoch,
+            "warmup_steps": trainer.warmup_steps,
+        },
+        "base_model": base_model,
+        "tokenizer": tokenizer_record.as_dict(),
+        "labels": data.labels if cfg.objective == "classification" else None,
+        "started_at": earlier["started_at"] if earlier else manifest.now(),
+        "resumed_from": [*(earlier or {}).get("resumed_from", []), *([str(last)] if last else [])],
+    }
+    catalog = Catalog.open(workdir) if world.is_main else None
+    if world.is_main:
+        record["packages"] = manifest.package_lock(run_dir)
+        manifest.write(run_dir, record)
+        training_runs.start(
+            catalog,
+            run_id=run_id,
+            dataset_hash=version.dataset_hash,
+            name=name,
+            objective=cfg.objective,
+            config_hash=config_hash,
+            manifest_path=str(run_dir / manifest.MANIFEST_FILE),
+            world_size=world.size,
+        )
+    try:
+        progress = trainer.fit(last)
+        test_stream = data.final_test()  # model selection is over: the test split, once
+        test = trainer.evaluate(test_stream) if len(test_stream) else None
+        record["dataset"]["records"].update(test=len(test_stream), test_skipped=test_stream.skipped)
+    except BaseException as error:
+        if world.is_main:
+            record.update(
+                status="failed",
+                error=f"{type(error).__name__}: {error}",
+                finished_at=manifest.now(),
+            )
+            manifest.write(run_dir, record)
+            training_runs.finish(catalog, run_id, "failed", error=record["error"])
+        raise
+    if world.is_main:
+        model_path = run_dir / MODEL_FILE
+        checkpoint.save_atomic(
+            {"model": trainer.model.state_dict(), "labels": data.labels}, model_path
+        )
+        (run_dir / METRICS_FILE).write_text("".join(json.dumps(e) + "\n" for e in progress.history))
+        plots.loss_curves(progress.history, run_dir / CURVES_FILE, f"{name} · {run_id}")
+        saved = sorted((run_dir / "checkpoints").glob("*.pt"))
+        record.update(
+            status="completed",
+            model=manifest.files_with_hashes([model_path], run_dir)[0],
+            checkpoints=manifest.files_with_hashes(saved, run_dir),
+            metrics={
+                "history": progress.history,
+                "file": METRICS_FILE,
+                "curves": CURVES_FILE,
+                "steps": progress.step,
+                "epochs_completed": progress.epoch,
+                "best_step": progress.best_step,
+                "best_validation_loss": None if progress.best_step is None else progress.best_loss,
+                "restored_best": cfg.restore_best and progress.best_step is not None,
+                "stopped_early": progress.stopped_early,
+                "clipped_steps": progress.clipped_steps,
+                "nonfinite_steps": progress.nonfinite_steps,
+                "overflow_steps": progress.overflow_steps,
+                "test": test,
+                "test_evaluations": 1 if test else 0,
+            },
+            finished_at=manifest.now(),
+        )
+        path = manifest.write(run_dir, record)
+        training_runs.finish(
+            catalog,
+            run_id,
+            "completed",
+            manifest_sha256=manifest.file_sha256(path),
+            best_step=progress.best_step,
+            test_metrics=_scalars(test),
+        )
+    record = world.broadcast(record)
+    return TrainResult(run_id, run_dir, record)
+
+
+def _tokenizer(cfg: TrainConfig, data: TrainingData, run_dir: Path, world):
+    if cfg.tokenizer.kind == "minilm":
+        return load_minilm(cfg.tokenizer)
+    folder = run_dir / "tokenizer"
+    if world.is_main and not (folder / "tokenizer.json").exists():
+        texts = (example.text for example in data.train.examples(np.arange(len(data.train))))
+        train_bpe(texts, cfg.tokenizer, folder)
+    world.barrier()
+    return load_bpe(cfg.tokenizer, folder)
+
+
+def _earlier_run(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / manifest.MANIFEST_FILE
+    if not path.exists():
+        raise DataError(
+            f"{run_dir}: no {manifest.MANIFEST_FILE}; --resume takes a training run folder"
+        )
+    earlier = json.loads(path.read_text())
+    if earlier["status"] == "completed":
+        raise DataError(
+            f"run {earlier['run_id']} in {run_dir} has completed; there is nothing to resume"
+        )
+    return earlier
+
+
+def _scalars(metrics: dict[str, Any] | None) -> dict[str, float] | None:
+    if metrics is None:
+        return None
+    return {key: value for key, value in metrics.items() if isinstance(value, int | float)}
