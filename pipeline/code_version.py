@@ -33,7 +33,10 @@ def _git(*args: str) -> str:
 
 
 def code_state() -> CodeState:
-    version = metadata.version("thresher")
+    try:
+        version = metadata.version("thresher")
+    except metadata.PackageNotFoundError:  # run from a source tree on sys.path, not installed
+        version = "unknown"
     try:
         commit = _git("rev-parse", "HEAD")
         dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
