@@ -278,12 +278,13 @@ class Trainer:
 
     def _log(self) -> None:
         elapsed = self._busy_seconds
-        losses = self.progress.unlogged_losses
-        steps = len(losses)
+        steps = len(self.progress.unlogged_losses)
+        losses = [loss for loss in self.progress.unlogged_losses if math.isfinite(loss)]
         entry = {
             "step": self.progress.step,
             "epoch": self.progress.epoch,
-            "train_loss": sum(losses) / max(1, steps),
+            # skipped (non-finite) steps are left out; None when every step since the last log was
+            "train_loss": sum(losses) / len(losses) if losses else None,
             "lr": self.progress.lr,
             "grad_norm": self.progress.grad_norm,
             "samples_per_s": steps * self.effective_batch / elapsed if elapsed else None,
@@ -292,7 +293,8 @@ class Trainer:
         remaining = (self.total_steps - self.progress.step) * elapsed / max(1, steps)
         self._say(
             f"step {entry['step']}/{self.total_steps} epoch {entry['epoch']} "
-            f"loss {entry['train_loss']:.4f} lr {entry['lr']:.2e} grad_norm {entry['grad_norm']:.3f} "
+            f"loss {_number(entry['train_loss'])} lr {entry['lr']:.2e} "
+            f"grad_norm {_number(entry['grad_norm'])} "
             f"{entry['samples_per_s'] or 0:.1f} samples/s, about {remaining:.0f} s left"
         )
         self.progress.unlogged_losses = []
@@ -401,18 +403,9 @@ class Trainer:
         return path
 
     def restore(self, state: dict[str, Any]) -> None:
-        if state["config_hash"] != self.config_hash:
-            raise TrainingError(
-                "the checkpoint was written with another train config (config hash "
-                f"{state['config_hash'][:12]}, now {self.config_hash[:12]}); resume with the "
-                "config the run started with, or start a new run"
-            )
-        if state["world_size"] != self.world.size:
-            raise TrainingError(
-                f"the checkpoint was written by {state['world_size']} processes and this run has "
-                f"{self.world.size}; resume with --nproc-per-node {state['world_size']} so each "
-                "rank reads the same share of the data"
-            )
+        check_resumable(
+            state["config_hash"], state["world_size"], self.config_hash, self.world.size
+        )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -427,6 +420,26 @@ class Trainer:
     def _say(self, message: str) -> None:
         if self.world.is_main:
             print(message, file=sys.stderr, flush=True)
+
+
+def check_resumable(
+    saved_hash: str, saved_world: int | None, config_hash: str, world_size: int
+) -> None:
+    if saved_hash != config_hash:
+        raise TrainingError(
+            f"the run was started with another train config (config hash {saved_hash[:12]}, "
+            f"now {config_hash[:12]}); resume with the config it started with, or start a new run"
+        )
+    if saved_world is not None and saved_world != world_size:
+        raise TrainingError(
+            f"the checkpoint was written by {saved_world} processes and this run has "
+            f"{world_size}; resume with --nproc-per-node {saved_world} so each rank reads the "
+            "same share of the data"
+        )
+
+
+def _number(value: float | None) -> str:
+    return "skipped" if value is None or not math.isfinite(value) else f"{value:.4f}"
 
 
 def _due(every: int | str, step: int, epoch_ended: bool) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import sys
@@ -87,9 +88,24 @@ def files_with_hashes(paths: list[Path], root: Path) -> list[dict[str, str]]:
     return [{"path": str(path.relative_to(root)), "sha256": file_sha256(path)} for path in paths]
 
 
+def _finite(value: Any) -> Any:
+    """NaN and infinities as null: strict JSON, readable by jq and JSON.parse."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def strict_json(value: Any, indent: int | None = None) -> str:
+    return json.dumps(_finite(value), indent=indent, default=str, allow_nan=False)
+
+
 def write(run_dir: Path, manifest: dict[str, Any]) -> Path:
     path = run_dir / MANIFEST_FILE
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    temporary.write_text(strict_json(manifest, indent=2) + "\n")
     os.replace(temporary, path)
     return path

@@ -13,7 +13,7 @@ def loss_curves(history: list[dict[str, Any]], path: Path, title: str) -> Path:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    train = [(e["step"], e["train_loss"]) for e in history if "train_loss" in e]
+    train = [(e["step"], e["train_loss"]) for e in history if e.get("train_loss") is not None]
     validation = [(e["step"], e["validation_loss"]) for e in history if "validation_loss" in e]
     rates = [(e["step"], e["lr"]) for e in history if "lr" in e]
     figure, (losses, lr) = plt.subplots(

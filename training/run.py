@@ -27,7 +27,7 @@ from pipeline.errors import DataError
 from training import checkpoint, distributed, manifest, plots
 from training.config import TrainConfig
 from training.data import TrainingData, open_training_version
-from training.loop import Batcher, Trainer
+from training.loop import Batcher, Trainer, check_resumable
 from training.models import build_model
 from training.tokenization import load_bpe, load_minilm, train_bpe
 
@@ -87,6 +87,10 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
         run_id, run_dir = earlier["run_id"], resume_dir
         last = checkpoint.latest_checkpoint(run_dir / "checkpoints")
         state = checkpoint.load(last) if last else None
+        # refused before the run's manifest or catalog row is touched
+        check_resumable(
+            earlier["config_hash"], state and state["world_size"], config_hash, world.size
+        )
         threads = state["threads"] if state else cfg.threads
     else:
         stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
@@ -191,7 +195,9 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
         checkpoint.save_atomic(
             {"model": trainer.model.state_dict(), "labels": data.labels}, model_path
         )
-        (run_dir / METRICS_FILE).write_text("".join(json.dumps(e) + "\n" for e in progress.history))
+        (run_dir / METRICS_FILE).write_text(
+            "".join(manifest.strict_json(entry) + "\n" for entry in progress.history)
+        )
         plots.loss_curves(progress.history, run_dir / CURVES_FILE, f"{name} · {run_id}")
         saved = sorted((run_dir / "checkpoints").glob("*.pt"))
         record.update(
