@@ -21,7 +21,8 @@ import torch
 from pipeline.publish import file_sha256
 
 
-def rng_state() -> dict[str, Any]:
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """This process's random states; a GPU's only for the GPU this rank trains on."""
     version, internal, gauss = random.getstate()
     numpy_state = np.random.get_state(legacy=False)
     return {
@@ -34,11 +35,11 @@ def rng_state() -> dict[str, Any]:
             "gauss": numpy_state["gauss"],
         },
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
     }
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     saved = state["numpy"]
@@ -51,8 +52,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
         }
     )
     torch.set_rng_state(state["torch"])
-    if state["cuda"]:
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if state["cuda"] is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
 
 
 def seed_everything(seed: int) -> None:

@@ -71,12 +71,18 @@ class SplitStream:
         self._starts = np.concatenate([[0], np.cumsum(sizes)])
         self.labels = sorted(labels)
         self._cache: OrderedDict[int, tuple[list[str], list[str | None]]] = OrderedDict()
+        self._cache_size = 4  # row groups; `order` raises it to what one window can span
 
     def __len__(self) -> int:
         return int(self._starts[-1])
 
     def order(self, seed: int, epoch: int, window: int) -> np.ndarray:
         """Global positions in this epoch's order: row groups shuffled, then rows per window."""
+        # a window of shuffled rows draws from every row group it spans: keep them all cached
+        # (their eligible rows only: about one window of texts)
+        smallest_first = np.cumsum(np.sort(np.diff(self._starts)))
+        spans = int(np.searchsorted(smallest_first, window)) + 2
+        self._cache_size = max(4, min(len(self.row_groups), spans))
         rng = np.random.default_rng([seed, epoch])
         sequence = np.concatenate(
             [
@@ -101,19 +107,20 @@ class SplitStream:
 
     def _read(self, group: int) -> tuple[list[str], list[str | None]]:
         if group not in self._cache:
-            row_group = self.row_groups[group]
-            table = pq.ParquetFile(row_group.path).read_row_group(
-                row_group.index, columns=["text", "label"]
-            )
-            rows = row_group.rows.tolist()
-            self._cache[group] = (
-                [table["text"][i].as_py() for i in rows],
-                [table["label"][i].as_py() for i in rows],
-            )
-            if len(self._cache) > 4:  # a window spans a few row groups; keep memory flat
+            self._cache[group] = self._read_row_group(group)
+            if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         self._cache.move_to_end(group)
         return self._cache[group]
+
+    def _read_row_group(self, group: int) -> tuple[list[str], list[str | None]]:
+        """The eligible rows' texts and labels of one row group."""
+        row_group = self.row_groups[group]
+        table = pq.ParquetFile(row_group.path).read_row_group(
+            row_group.index, columns=["text", "label"]
+        )
+        rows = row_group.rows.tolist()
+        return [table["text"][i].as_py() for i in rows], [table["label"][i].as_py() for i in rows]
 
 
 def rank_share(order: np.ndarray, rank: int, world: int) -> np.ndarray:
@@ -170,5 +177,8 @@ def open_training_version(workdir: str | Path, name: str, ref: str) -> Published
     """Open `ref` (hash, prefix or `latest`) of dataset `name`, every shard re-hashed first."""
     version = open_version(workdir, name, ref, verify=True)
     if "train" not in version.split_names:
-        raise DataError(f"version {version.dataset_hash[:12]} has no train split to train on")
+        raise DataError(
+            f"version {version.dataset_hash[:12]} has no train split to train on; give the train "
+            "split a fraction in the config's split section and publish again"
+        )
     return version

@@ -241,8 +241,10 @@ class Trainer:
         if math.isfinite(grad_norm) and math.isfinite(step_loss):
             progress.clipped_steps += grad_norm > limit
             self.scaler.step(self.optimizer)
-        elif self.scaler.is_enabled():
-            progress.overflow_steps += 1  # fp16: the scaler lowers its scale and goes on
+        elif self.scaler.is_enabled() and math.isfinite(step_loss):
+            # fp16 gradients overflowed: the scaler lowers its scale and goes on (the loss,
+            # computed in fp32, is fine)
+            progress.overflow_steps += 1
         else:
             progress.nonfinite_steps += 1
             self._say(f"step {progress.step + 1}: non-finite loss or gradient; step skipped")
@@ -374,7 +376,7 @@ class Trainer:
     # checkpoints -----------------------------------------------------------------------------
 
     def save_checkpoint(self) -> Path | None:
-        states = self.world.gather(checkpoint.rng_state())
+        states = self.world.gather(checkpoint.rng_state(self.world.device))
         if not self.world.is_main:
             self.world.barrier()
             return None
@@ -411,7 +413,7 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.progress = Progress(**state["progress"])
-        checkpoint.set_rng_state(state["rng"][self.world.rank])
+        checkpoint.set_rng_state(state["rng"][self.world.rank], self.world.device)
         self._say(
             f"resumed at step {self.progress.step} (epoch {self.progress.epoch}, "
             f"micro-batch {self.progress.position} of the epoch)"
@@ -431,10 +433,14 @@ def check_resumable(
             f"now {config_hash[:12]}); resume with the config it started with, or start a new run"
         )
     if saved_world is not None and saved_world != world_size:
+        how = (
+            "`thresher train --resume`"
+            if saved_world == 1
+            else f"`torchrun --nproc-per-node {saved_world} -m training --resume`"
+        )
         raise TrainingError(
-            f"the checkpoint was written by {saved_world} processes and this run has "
-            f"{world_size}; resume with --nproc-per-node {saved_world} so each rank reads the "
-            "same share of the data"
+            f"the checkpoint was written by {saved_world} process(es) and this run has "
+            f"{world_size}; resume with {how} so each rank reads the same share of the data"
         )
 
 

@@ -24,7 +24,9 @@ class MiniLMClassifier(nn.Module):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-        self.encoder = AutoModel.from_pretrained(str(minilm_path()))
+        # No pooler: the forward pools itself, and a parameter without a gradient would stop
+        # DistributedDataParallel from ever reducing the bucket that holds it.
+        self.encoder = AutoModel.from_pretrained(str(minilm_path()), add_pooling_layer=False)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(self.encoder.config.hidden_size, num_labels)
         if freeze_base:

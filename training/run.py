@@ -55,7 +55,8 @@ def train(
     run_config = load_run_config(config_path)
     cfg = run_config.train or TrainConfig()
     workdir = Path(run_config.workdir)
-    earlier = _earlier_run(Path(resume)) if resume else None
+    resume = Path(resume).resolve() if resume else None  # the catalog keeps absolute paths
+    earlier = _earlier_run(resume) if resume else None
     if earlier:
         if dataset not in (None, "latest") and not earlier["dataset"]["hash"].startswith(dataset):
             raise DataError(

@@ -4,6 +4,7 @@ the test split kept out of sight until the final evaluation."""
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 
 import numpy as np
 import polars as pl
@@ -188,3 +189,27 @@ def test_training_does_not_open_the_test_split_before_the_final_evaluation(proje
     assert any(train_shards[0] in read for read in reads[: reads.index("final_test")])
     assert result.manifest["dataset"]["records"]["test"] > 0
     assert result.manifest["metrics"]["test_evaluations"] == 1
+
+
+def test_a_window_of_sparse_eligible_rows_is_read_once_per_row_group():
+    """Rows eligible in few places (a minority source, few labels) spread a shuffle window
+    over many row groups: each is decoded once per epoch, not once per example."""
+    from training.data import SplitStream
+
+    stream = SplitStream.__new__(SplitStream)
+    sizes = [3] * 40  # 40 row groups of 3 eligible rows each
+    stream.row_groups = [None] * len(sizes)
+    stream._starts = np.concatenate([[0], np.cumsum(sizes)])
+    stream._cache = OrderedDict()
+    stream._cache_size = 4
+    reads = []
+
+    def read_row_group(group):
+        reads.append(group)
+        return [f"t{group}-{i}" for i in range(3)], [None] * 3
+
+    stream._read_row_group = read_row_group
+    order = stream.order(seed=1, epoch=0, window=120)
+    texts = [example.text for example in stream.examples(order)]
+    assert sorted(texts) == sorted(f"t{g}-{i}" for g in range(40) for i in range(3))
+    assert sorted(reads) == list(range(40))

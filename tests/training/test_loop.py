@@ -222,3 +222,15 @@ def test_metrics_file_holds_the_history(project):
     lines = (result.run_dir / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in lines] == result.manifest["metrics"]["history"]
     assert run_manifest(result.run_dir)["status"] == "completed"
+
+
+def test_every_trainable_parameter_of_the_classifier_gets_a_gradient():
+    """DistributedDataParallel reduces a bucket only when all its parameters have gradients:
+    a trainable parameter the forward never uses (BERT's pooler) stalls data-parallel runs."""
+    from training.models import MiniLMClassifier
+
+    model = MiniLMClassifier(num_labels=2, dropout=0.0, freeze_base=False)
+    ids = torch.tensor([[101, 7592, 2088, 102]])
+    model(ids, torch.ones_like(ids)).sum().backward()
+    missing = [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    assert missing == []

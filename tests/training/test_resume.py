@@ -158,7 +158,7 @@ def test_resuming_with_another_world_size_is_refused(project, crashed):
     state = torch.load(path, weights_only=True)
     state["world_size"] = 2
     torch.save(state, path)
-    with pytest.raises(TrainingError, match="written by 2 processes.*--nproc-per-node 2"):
+    with pytest.raises(TrainingError, match=r"written by 2 process\(es\).*--nproc-per-node 2"):
         train(config, resume=run_dir)
 
 
