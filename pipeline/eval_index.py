@@ -55,6 +55,7 @@ from pipeline.errors import DataError
 from pipeline.identity import xxh3_128_hex
 from pipeline.normalize import normalize_text
 from pipeline.progress import progress
+from pipeline.publish import file_sha256
 from pipeline.word_ngrams import NGRAM_VERSION, GramTable, gram_matches, gram_tables, item_grams
 
 METHODS = ("exact", "ngram", "minhash", "embedding")  # also the order `strongest` breaks ties in
@@ -185,7 +186,7 @@ def load_eval_set(name: str, folder: Path, sha256s: dict[str, str]) -> EvalSet:
             raise DataError(f"evaluation set {name!r}: {file!r} is not a file name; {again}")
         if not path.is_file():
             raise DataError(f"evaluation set {name!r}: {path} is missing; {again}")
-        actual = _sha256(path)
+        actual = file_sha256(path)
         if actual != expected:
             raise DataError(
                 f"evaluation set {name!r}: {path} has changed since it was registered "
@@ -214,14 +215,6 @@ def _parquet_bytes(frame: pl.DataFrame) -> bytes:
     buffer = io.BytesIO()
     frame.write_parquet(buffer, **_PARQUET)
     return buffer.getvalue()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
