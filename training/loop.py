@@ -181,9 +181,10 @@ class Trainer:
 
     # the loop ------------------------------------------------------------------------------
 
-    def fit(self, resume_from: Path | None = None) -> Progress:
-        if resume_from is not None:
-            self.restore(checkpoint.load(resume_from))
+    def fit(self, resume_state: dict[str, Any] | None = None) -> Progress:
+        """Train to the end; from a checkpoint's state when one is given."""
+        if resume_state is not None:
+            self.restore(resume_state)
         else:
             self._say(
                 f"training {self.total_steps} steps ({self.steps_per_epoch} per epoch) on "

@@ -13,8 +13,9 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
+from pipeline.embeddings import model_path
 from training.config import TrainConfig
-from training.tokenization import files_digest, minilm_path
+from training.tokenization import files_digest
 
 
 class MiniLMClassifier(nn.Module):
@@ -26,7 +27,7 @@ class MiniLMClassifier(nn.Module):
         hf_logging.disable_progress_bar()
         # No pooler: the forward pools itself, and a parameter without a gradient would stop
         # DistributedDataParallel from ever reducing the bucket that holds it.
-        self.encoder = AutoModel.from_pretrained(str(minilm_path()), add_pooling_layer=False)
+        self.encoder = AutoModel.from_pretrained(str(model_path()), add_pooling_layer=False)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(self.encoder.config.hidden_size, num_labels)
         if freeze_base:
@@ -122,7 +123,7 @@ def build_model(
         model = MiniLMClassifier(num_labels, cfg.classifier_dropout, cfg.freeze_base)
         base = {
             "name": "sentence-transformers/all-MiniLM-L6-v2",
-            "digest": files_digest(minilm_path()),
+            "digest": files_digest(model_path()),
         }
     else:
         shape = cfg.model

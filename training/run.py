@@ -97,7 +97,7 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
         stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
         run_id = world.broadcast(f"train-{stamp}")
         run_dir = workdir / "training" / run_id
-        last, threads = None, cfg.threads
+        last, state, threads = None, None, cfg.threads
     if threads:
         torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
@@ -177,7 +177,7 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
             world_size=world.size,
         )
     try:
-        progress = trainer.fit(last)
+        progress = trainer.fit(state)
         test_stream = data.final_test()  # model selection is over: the test split, once
         test = trainer.evaluate(test_stream) if len(test_stream) else None
         record["dataset"]["records"].update(test=len(test_stream), test_skipped=test_stream.skipped)

