@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: demo test lint bench venv clean
+.PHONY: demo test lint bench venv clean test-services
 
 venv: $(STAMP)
 
@@ -24,7 +24,14 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/thresher demo demo
 
-test: $(STAMP)
+# The catalog tests start a real PostgreSQL server: Debian's postgresql package.
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+test-services:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends postgresql; }
+
+test: $(STAMP) test-services
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
