@@ -8,7 +8,10 @@ newest published version of a dataset name.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
+import os
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -20,18 +23,40 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import create_engine, event, func, insert, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import create_engine, event, func, insert, select, text, update
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.pool import NullPool
 
 from data_catalog import tables
+from pipeline import storage
 from pipeline.config import SourceDeclaration
-from pipeline.errors import DataError
+from pipeline.errors import ConfigError, DataError
 from pipeline.publish import StagedVersion
 from pipeline.reader import WITHDRAWN_MARKER, PublishedVersion, read_version
+from pipeline.storage import Location
 
 CATALOG_FILE = "catalog.db"
+CATALOG_URL_ENV = "THRESHER_CATALOG_URL"
 MIGRATIONS = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK = threading.Lock()
+
+
+def advisory_key(name: str) -> int:
+    """A stable signed 64-bit PostgreSQL advisory lock key for a lock name."""
+    digest = hashlib.sha256(f"thresher:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+MIGRATION_LOCK_NAME = "migrations"
+
+
+def transaction_lock(connection: Connection, name: str) -> None:
+    """On PostgreSQL, wait for the advisory lock `name` and hold it until the transaction
+    ends (between every process sharing the database). SQLite needs none: it lets one
+    writer at a time in, and its migrations run under a file lock."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": advisory_key(name)})
 
 
 @dataclass(frozen=True)
@@ -59,30 +84,82 @@ def now() -> datetime:
 class Catalog:
     def __init__(self, url: str, workdir: Path):
         self.workdir = workdir
-        self.engine: Engine = create_engine(url)
-        if url.startswith("sqlite"):
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.engine: Engine = _create_engine(url)
         self.migrate()
 
     @classmethod
-    def open(cls, workdir: str | Path) -> Catalog:
-        """The catalog of a work folder (SQLite `catalog.db`), created and migrated on first use."""
+    def open(cls, workdir: str | Path, url: str | None = None) -> Catalog:
+        """The catalog of a work folder, created and migrated on first use.
+
+        The database is `url`, else $THRESHER_CATALOG_URL (e.g.
+        `postgresql+psycopg://thresher@127.0.0.1:5432/catalog`), else SQLite `catalog.db` in
+        the work folder. Version folders, runs and evaluation sets stay in the work folder.
+        """
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        return cls(f"sqlite:///{workdir / CATALOG_FILE}", workdir)
+        url = url or os.environ.get(CATALOG_URL_ENV) or f"sqlite:///{workdir / CATALOG_FILE}"
+        return cls(url, workdir)
+
+    @property
+    def _postgresql(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
 
     def migrate(self) -> None:
         # alembic keeps its migration context in module globals (threads), and two processes
-        # opening a new catalog at once would both create its tables (processes)
-        with _MIGRATION_LOCK, _file_lock(self.workdir / ".catalog.lock"):
-            self._migrate()
+        # opening a new catalog at once would both create its tables (processes): on SQLite a
+        # file lock, on PostgreSQL an advisory lock inside the migration transaction
+        with _MIGRATION_LOCK:
+            if self._postgresql:
+                self._migrate()
+            else:
+                with _file_lock(self.workdir / ".catalog.lock"):
+                    self._migrate()
 
     def _migrate(self) -> None:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as connection:
+        with self._connect() as connection, connection.begin():
+            transaction_lock(connection, MIGRATION_LOCK_NAME)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+
+    def _connect(self) -> Connection:
+        """A connection; a PostgreSQL server that cannot be reached is a ConfigError."""
+        if not self._postgresql:
+            return self.engine.connect()
+        try:
+            return self.engine.connect()
+        except DBAPIError as error:
+            raise ConfigError(
+                f"cannot connect to the catalog database {_shown(self.engine.url)}: "
+                f"{_first_line(error.orig)}. Start the PostgreSQL server, or fix "
+                f"{CATALOG_URL_ENV} (unset it to use SQLite catalog.db in the work folder)"
+            ) from error
+
+    @contextmanager
+    def _exclusive(self, key: str) -> Iterator[None]:
+        """Hold an exclusive lock named `key` (a path below the work folder) for the block.
+
+        SQLite: a file lock on `workdir/<key>.lock`, between processes of this machine.
+        PostgreSQL: a session advisory lock on a dedicated connection, between every process
+        that shares the database, on any machine.
+        """
+        if not self._postgresql:
+            with _file_lock(self.workdir / f"{key}.lock"):
+                yield
+            return
+        lock = {"key": advisory_key(key)}
+        with self._connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), lock)
+            connection.commit()  # not idle in a transaction while the block runs
+            try:
+                yield
+            finally:
+                try:
+                    connection.execute(text("SELECT pg_advisory_unlock(:key)"), lock)
+                    connection.commit()
+                except DBAPIError:  # closing the session releases its locks
+                    connection.invalidate()
 
     # versions -----------------------------------------------------------------------------
 
@@ -160,20 +237,27 @@ class Catalog:
         with self.engine.connect() as connection:
             return [dict(row) for row in connection.execute(query).mappings()]
 
-    def version_path(self, version: VersionRecord) -> Path:
+    def version_path(self, version: VersionRecord) -> Location:
+        """The version's folder: under the work folder, or where `publish.location` put it."""
+        if "://" in version.path or Path(version.path).is_absolute():
+            return storage.location(version.path)
         return self.workdir / version.path
 
     def commit(
-        self, staged: StagedVersion, sources: list[SourceDeclaration]
+        self,
+        staged: StagedVersion,
+        sources: list[SourceDeclaration],
+        location: str | None = None,
     ) -> tuple[VersionRecord, bool]:
-        """Make a staged version permanent; return (version, created).
+        """Make a staged version permanent under `location` (a folder or fsspec URL; default
+        the work folder's datasets/); return (version, created).
 
         Publishing a version whose hash is already in the catalog changes nothing: the
         staging folder is discarded and the existing version is returned.
         """
         # one commit at a time per dataset name: two runs publishing the same version at
         # once must not both move folders (the second finds the version, drops its copy)
-        with _file_lock(self.workdir / "datasets" / staged.manifest["name"] / ".commit.lock"):
+        with self._exclusive(f"datasets/{staged.manifest['name']}/.commit"):
             existing = self._find(staged.dataset_hash)
             if existing is not None and existing.status == "withdrawn":
                 shutil.rmtree(staged.path)
@@ -185,16 +269,23 @@ class Catalog:
             if existing is not None:
                 shutil.rmtree(staged.path)
                 return existing, False
-            self._make_permanent(staged, sources)
+            self._make_permanent(staged, sources, location)
         return self.version(staged.dataset_hash), True
 
-    def _make_permanent(self, staged: StagedVersion, sources: list[SourceDeclaration]) -> None:
+    def _make_permanent(
+        self, staged: StagedVersion, sources: list[SourceDeclaration], location: str | None
+    ) -> None:
         manifest = staged.manifest
-        relative = Path("datasets") / manifest["name"] / staged.dataset_hash
-        final = self.workdir / relative
-        if final.exists():  # left by a run that stopped before its catalog row: not a version
-            shutil.rmtree(final)
-        staged.path.rename(final)
+        relative = Path(manifest["name"]) / staged.dataset_hash
+        if location is None:
+            stored = (Path("datasets") / relative).as_posix()  # relative to the work folder
+            final = self.workdir / stored
+        else:
+            final = storage.location(location) / relative.as_posix()
+            stored = str(final)
+        # left by a run that stopped before its catalog row: not a version
+        storage.remove_tree(final)
+        storage.move_tree(staged.path, final)
         created = now()
         with self.engine.begin() as connection:
             has_dataset = connection.execute(
@@ -212,7 +303,7 @@ class Catalog:
                     config_hash=manifest["config_hash"],
                     code_version=manifest["code_version"],
                     run_id=manifest["run_id"],
-                    path=relative.as_posix(),
+                    path=stored,
                     records=sum(manifest["split_counts"].values()),
                     split_counts=manifest["split_counts"],
                     status="published",
@@ -275,7 +366,7 @@ class Catalog:
                 f"version {version.dataset_hash[:16]} is {version.status}; withdraw it first "
                 "(`thresher catalog withdraw HASH --reason TEXT`)"
             )
-        shutil.rmtree(self.version_path(version) / "data", ignore_errors=True)
+        storage.remove_tree(self.version_path(version) / "data")
         if version.purged_at is None:
             with self.engine.begin() as connection:
                 connection.execute(
@@ -347,6 +438,50 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _create_engine(url: str) -> Engine:
+    """An engine for a catalog URL; a URL that names no usable database is a ConfigError."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise ConfigError(
+            f"{CATALOG_URL_ENV} or the catalog URL {_mask(url)!r} is not a database URL "
+            "(e.g. postgresql+psycopg://USER:PASSWORD@HOST:5432/DATABASE); fix it, or unset "
+            f"{CATALOG_URL_ENV} to use SQLite catalog.db in the work folder"
+        ) from error
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(parsed)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    try:
+        options: dict[str, Any] = {"poolclass": NullPool}  # many short-lived catalogs
+        if (
+            parsed.get_driver_name() in ("psycopg", "psycopg2")  # loads the dialect
+            and "connect_timeout" not in parsed.query
+        ):
+            options["connect_args"] = {"connect_timeout": 10}
+        return create_engine(parsed, **options)
+    except (ArgumentError, ImportError) as error:  # no such dialect, or its driver is missing
+        raise ConfigError(
+            f"the catalog URL {_shown(parsed)} cannot be used: {_first_line(error)}. Use "
+            "postgresql+psycopg://USER:PASSWORD@HOST:5432/DATABASE (psycopg is installed), or "
+            f"unset {CATALOG_URL_ENV} to use SQLite catalog.db in the work folder"
+        ) from error
+
+
+def _shown(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def _mask(url: str) -> str:
+    """A URL that did not parse, with anything like a password hidden."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def _first_line(error: BaseException | None) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def _sqlite_pragmas(connection, _record) -> None:

@@ -21,7 +21,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from data_catalog import tables
-from data_catalog.catalog import Catalog, now
+from data_catalog.catalog import Catalog, now, transaction_lock
 from pipeline.errors import DataError
 from pipeline.schema import REVIEW_DECISION_SCHEMA
 
@@ -55,6 +55,8 @@ def enqueue(catalog: Catalog, items: pl.DataFrame, dataset: str, run_id: str) ->
         catalog.engine.dialect.name
     ]
     with catalog.engine.begin() as connection:
+        # PostgreSQL: two runs queueing the same items in another order would deadlock
+        transaction_lock(connection, "review_queue")
         statement = dialect(table).on_conflict_do_nothing().returning(table.c.id)
         return len(connection.execute(statement, rows).all())
 

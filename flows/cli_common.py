@@ -60,10 +60,10 @@ def workdir_of(workdir: Path | None, config: Path | None) -> Path:
 
 
 def open_catalog(workdir: Path | None, config: Path | None):
-    from data_catalog.catalog import CATALOG_FILE, Catalog
+    from data_catalog.catalog import CATALOG_FILE, CATALOG_URL_ENV, Catalog
 
     folder = workdir_of(workdir, config)
-    if not (folder / CATALOG_FILE).exists():
+    if not os.environ.get(CATALOG_URL_ENV) and not (folder / CATALOG_FILE).exists():
         fail(
             f"no catalog at {folder / CATALOG_FILE}; pass --workdir or --config, or run `thresher run` first"
         )

@@ -52,3 +52,17 @@ def prefect_server():
     setup_logging()
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One throwaway PostgreSQL server for the session (tests/postgres_server.py), stopped and
+    removed at the end; `postgres_server.create_database()` gives a fresh database's URL."""
+    import postgres_server as helper
+
+    try:
+        server = helper.PostgresServer()
+    except helper.PostgresUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    with helper.running_postgres(server) as started:
+        yield started
