@@ -17,6 +17,7 @@ from sqlalchemy import insert, select, update
 
 from data_catalog import tables, training_runs
 from data_catalog.catalog import Catalog, VersionRecord, now
+from pipeline import storage
 from pipeline.content_findings import pseudonymized_group
 from pipeline.errors import DataError
 from pipeline.stage import DELETION_KINDS
@@ -115,9 +116,9 @@ def affected(catalog: Catalog, request_id: int) -> list[Affected]:
 
 def _matches(catalog: Catalog, version: VersionRecord, kind: str, value: str) -> int | None:
     folder = catalog.version_path(version)
-    shards = sorted((folder / "data").glob("*/*.parquet"))
+    shards = sorted((folder / "data").glob("*/*.parquet"), key=str)
     if shards:
-        frame = pl.scan_parquet(shards)
+        frame = storage.scan_parquet(shards)
         if kind == "content_hash":
             match = (pl.col("source_content_hash") == value) | (pl.col("content_hash") == value)
         elif kind == "group":  # published as is, or with its personal data pseudonymized
@@ -127,6 +128,6 @@ def _matches(catalog: Catalog, version: VersionRecord, kind: str, value: str) ->
         return frame.filter(match).select(pl.len()).collect().item()
     ledger = folder / "ledger.parquet"
     if kind in ("source", "record_id") and ledger.exists():
-        published = pl.scan_parquet(ledger).filter(pl.col("action") == "published")
+        published = storage.scan_parquet([ledger]).filter(pl.col("action") == "published")
         return published.filter(pl.col(kind) == value).select(pl.len()).collect().item()
     return None if version.purged_at else 0

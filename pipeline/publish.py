@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from upath import UPath
 
 from pipeline import ledger, reasons
 from pipeline.config import SPLITS, PublishConfig
@@ -50,9 +51,9 @@ class StagedVersion:
         return cls(path=path, manifest=manifest, events=pl.DataFrame(schema=LEDGER_SCHEMA))
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path | UPath) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from pipeline import storage
 from pipeline.errors import DataError
 from pipeline.publish import MANIFEST, file_sha256
+from pipeline.storage import Location
 
 # Written beside the manifest when a version is withdrawn (`thresher catalog withdraw`).
 WITHDRAWN_MARKER = "WITHDRAWN.json"
@@ -30,7 +31,7 @@ class ShardProblem:
 
 @dataclass(frozen=True)
 class PublishedVersion:
-    path: Path
+    path: Location  # a local folder or a fsspec location (pipeline.storage)
     manifest: dict[str, Any]
 
     @property
@@ -49,7 +50,7 @@ class PublishedVersion:
             raise DataError(
                 f"version {self.dataset_hash[:12]} has no {name!r} split (it has: {', '.join(self.split_names)})"
             )
-        return pl.scan_parquet(files)
+        return storage.scan_parquet(files)
 
     @property
     def splits(self) -> dict[str, pl.LazyFrame]:
@@ -62,7 +63,7 @@ class PublishedVersion:
         return pl.concat(parts) if parts else empty
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
+def read_manifest(path: Location) -> dict[str, Any]:
     try:
         return json.loads((path / MANIFEST).read_text())
     except FileNotFoundError:
@@ -73,7 +74,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
         ) from None
 
 
-def verify_shards(path: Path, manifest: dict[str, Any]) -> list[ShardProblem]:
+def verify_shards(path: Location, manifest: dict[str, Any]) -> list[ShardProblem]:
     """Re-hash every shard listed in the manifest; return the ones that do not match."""
     problems = []
     for shard in manifest["shards"]:
@@ -88,11 +89,11 @@ def verify_shards(path: Path, manifest: dict[str, Any]) -> list[ShardProblem]:
 
 
 def read_version(
-    path: str | Path, verify: bool = True, allow_withdrawn: bool = False
+    path: str | Location, verify: bool = True, allow_withdrawn: bool = False
 ) -> PublishedVersion:
-    """Open a version folder; with `verify`, refuse it if any shard differs from the manifest.
-    A withdrawn version is refused unless `allow_withdrawn` (audits, `affected`)."""
-    path = Path(path)
+    """Open a version folder (a path or fsspec URL); with `verify`, refuse it if any shard
+    differs from the manifest. A withdrawn version is refused unless `allow_withdrawn`."""
+    path = storage.location(path)
     manifest = read_manifest(path)
     marker = path / WITHDRAWN_MARKER
     if marker.exists() and not allow_withdrawn:

@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from pipeline import reasons
+from pipeline import reasons, storage
 from pipeline.config import FieldMapping, SourceDeclaration
 from pipeline.debian_changelog import decode_lossy, read_debian_changelog
 from pipeline.errors import DataError
@@ -241,7 +241,7 @@ def _read_csv_by_row(text: str) -> pl.DataFrame:
 
 def _read_parquet(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     try:
-        frame = pl.read_parquet(path)
+        frame = pl.read_parquet(path if storage.is_local(path) else io.BytesIO(path.read_bytes()))
     except Exception as error:
         raise DataError(
             f"{path}: not a readable Parquet file ({error}); fix or remove the file"

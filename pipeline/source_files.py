@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import glob
 import os
+import posixpath
 from pathlib import Path
 
+from upath import UPath
+
+from pipeline import storage
 from pipeline.config import SourceDeclaration
 from pipeline.errors import DataError
+from pipeline.storage import Location
 
 
-def source_files(source: SourceDeclaration) -> list[tuple[Path, str]]:
+def source_files(source: SourceDeclaration) -> list[tuple[Location, str]]:
     """(path, stable name) for each file of a source, in a fixed order.
 
     The name is part of record identities and locations, so it must not depend on where a
@@ -18,11 +23,18 @@ def source_files(source: SourceDeclaration) -> list[tuple[Path, str]]:
     relative to the source's `root` (default: the folder of the file that declared it), an
     absolute one relative to its fixed part, the folders before the first wildcard.
     Symbolic links to an already listed file are read once (Debian links the doc folders
-    of binary packages to their source package's).
+    of binary packages to their source package's). A location may be an fsspec URL
+    (`file://`, `memory://`, `s3://…` with s3fs installed).
     """
     root = source.root_dir
-    by_target: dict[str, tuple[Path, str]] = {}
+    by_target: dict[str, tuple[Location, str]] = {}
     for pattern in source.patterns:
+        found = storage.location(pattern)
+        if not storage.is_local(found):
+            for match, name in _remote_files(source, found):
+                by_target.setdefault(str(match), (match, name))
+            continue
+        pattern = str(found)  # a file:// URL as a path
         absolute = os.path.isabs(pattern)
         matches = sorted(
             glob.glob(pattern if absolute else os.path.join(root, pattern), recursive=True)
@@ -48,6 +60,20 @@ def source_files(source: SourceDeclaration) -> list[tuple[Path, str]]:
                 "above both and give their locations relative to it"
             )
     return named
+
+
+def _remote_files(source: SourceDeclaration, pattern: UPath) -> list[tuple[UPath, str]]:
+    fs = pattern.fs
+    matches = [match for match in sorted(fs.glob(pattern.path)) if fs.isfile(match)]
+    if not matches:
+        raise DataError(
+            f"source {source.name!r}: location {str(pattern)!r} matches no file; "
+            "fix the location or remove the source"
+        )
+    fixed = _fixed_part(pattern.path)
+    return [
+        (UPath(fs.unstrip_protocol(match)), posixpath.relpath(match, fixed)) for match in matches
+    ]
 
 
 def _fixed_part(pattern: str) -> str:

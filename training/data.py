@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 
 from data_catalog import open_version
+from pipeline import storage
 from pipeline.errors import DataError
 from pipeline.reader import PublishedVersion
 from training.config import TrainConfig
@@ -30,7 +30,7 @@ from training.config import TrainConfig
 
 @dataclass(frozen=True)
 class RowGroup:
-    path: Path
+    path: storage.Location
     index: int
     rows: np.ndarray  # offsets of the eligible rows within the row group
 
@@ -53,8 +53,9 @@ class SplitStream:
         self.skipped = 0  # rows of the split that are not eligible (other sources, no label)
         labels: set[str] = set()
         for path in files:
-            metadata = pq.ParquetFile(path).metadata
-            keep = pl.read_parquet(path, columns=["source", "label"]).with_row_index("row")
+            parquet = storage.parquet_file(path)
+            metadata = parquet.metadata
+            keep = pl.from_arrow(parquet.read(columns=["source", "label"])).with_row_index("row")
             if eligible is not None:
                 keep = keep.filter(eligible)
             kept = keep["row"].to_numpy().astype(np.int64)
@@ -116,7 +117,7 @@ class SplitStream:
     def _read_row_group(self, group: int) -> tuple[list[str], list[str | None]]:
         """The eligible rows' texts and labels of one row group."""
         row_group = self.row_groups[group]
-        table = pq.ParquetFile(row_group.path).read_row_group(
+        table = storage.parquet_file(row_group.path).read_row_group(
             row_group.index, columns=["text", "label"]
         )
         rows = row_group.rows.tolist()

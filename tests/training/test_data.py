@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import training.data
+from pipeline import storage
 from pipeline.errors import DataError
 from pipeline.reader import PublishedVersion
 from training.config import TrainConfig
@@ -158,11 +159,7 @@ def test_the_test_split_is_read_once(tmp_path):
 def test_training_does_not_open_the_test_split_before_the_final_evaluation(project, monkeypatch):
     """Every parquet read of training.data, in order, during a real run."""
     reads: list[str] = []
-    read_parquet, parquet_file = pl.read_parquet, pq.ParquetFile
-
-    def spy_read_parquet(path, *args, **kwargs):
-        reads.append(f"read {path}")
-        return read_parquet(path, *args, **kwargs)
+    parquet_file = storage.parquet_file
 
     def spy_parquet_file(path, *args, **kwargs):
         reads.append(f"open {path}")
@@ -174,8 +171,7 @@ def test_training_does_not_open_the_test_split_before_the_final_evaluation(proje
         reads.append("final_test")
         return final_test(self)
 
-    monkeypatch.setattr(training.data.pl, "read_parquet", spy_read_parquet)
-    monkeypatch.setattr(training.data.pq, "ParquetFile", spy_parquet_file)
+    monkeypatch.setattr(training.data.storage, "parquet_file", spy_parquet_file)
     monkeypatch.setattr(TrainingData, "final_test", spy_final_test)
     result = train(project.config)
 
