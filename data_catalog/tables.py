@@ -208,3 +208,21 @@ training_runs = Table(
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
 )
+
+# A failed or crashed flow run, recorded by its state hook; `alerts` says what each configured
+# notification answered ({"webhook": "HTTP 200"} or {"command": "exit 0"}, or the error).
+failures = Table(
+    "failures",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("flow_run_id", String(64), nullable=False, unique=True),
+    Column("flow_run_name", String(200), nullable=True),
+    Column("flow", String(200), nullable=False),
+    Column("deployment", String(200), nullable=True),
+    Column("state", String(20), nullable=False),  # Failed | Crashed
+    Column("reason", Text, nullable=False),  # secrets masked
+    Column("config_path", Text, nullable=True),
+    Column("dataset", String(200), nullable=True),
+    Column("alerts", JSON, nullable=False),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+)

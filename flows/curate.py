@@ -14,20 +14,22 @@ import os
 import secrets
 import shutil
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog
-from pipeline import ledger
+from flows.alerts import on_failure
+from pipeline import ledger, storage
 from pipeline.code_version import code_version
-from pipeline.config import SPLITS, RunConfig, config_hash, load_run_config
+from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
 from pipeline.contamination import contamination
 from pipeline.eval_index import EvalSet
 from pipeline.exact_dedup import exact_dedup
@@ -73,9 +75,9 @@ class RunPlan:
     def stage_dir(self, stage: str) -> Path:
         return self.run_dir / "stages" / stage
 
-    def context(self) -> RunContext:
+    def context(self, with_parent: bool = True) -> RunContext:
         parent_splits = None
-        if self.parent_path is not None:
+        if with_parent and self.parent_path is not None:
             # verified in plan_run
             parent_splits = read_version(self.parent_path, verify=False).membership()
         return RunContext(
@@ -178,18 +180,81 @@ def _run_stage(
     ledger.write_part(result.events, plan.ledger_dir, f"{order}-{name}")
     stats = dict(result.stats)
     if result.review_items is not None:
-        catalog = Catalog.open(plan.workdir)
-        stats["queued_new"] = review_queue.enqueue(
-            catalog, result.review_items, plan.config.name, plan.run_id
-        )
-        deletions.erase_queued_again(catalog)
+        stats["queued_new"] = _enqueue_for_review(plan, result.review_items)
     get_run_logger().info("%s: %s", name, json.dumps(stats))
     return {"path": str(out), "stats": stats}
 
 
+def _enqueue_for_review(plan: RunPlan, items: pl.DataFrame) -> int:
+    catalog = Catalog.open(plan.workdir)
+    queued_new = review_queue.enqueue(catalog, items, plan.config.name, plan.run_id)
+    deletions.erase_queued_again(catalog)
+    return queued_new
+
+
+@task(name="govern_part", **TASK_OPTIONS)
+def govern_part_task(plan: RunPlan, input_dir: str, part: int, offset: int) -> dict[str, Any]:
+    """Govern one part of the ingested records (governance decides record by record)."""
+    rows = plan.config.runner.part_rows
+    frame = pl.scan_parquet(Path(input_dir) / "*.parquet").slice(offset, rows)
+    result = govern(frame, plan.config.policy, plan.context(with_parent=False))
+    out = plan.stage_dir("govern")
+    out.mkdir(parents=True, exist_ok=True)
+    result.frame.sink_parquet(out / f"part-{part:05d}.parquet", **INTERMEDIATE_PARQUET)
+    ledger.write_part(result.events, plan.ledger_dir, f"2-govern-{part:05d}")
+    review = plan.run_dir / "review" / f"govern-{part:05d}.parquet"
+    review.parent.mkdir(exist_ok=True)
+    result.review_items.write_parquet(review)
+    return {"stats": result.stats, "review_items": str(review)}
+
+
+@flow(name="govern-parts")
+def govern_parts(plan: RunPlan, input_dir: str, records: int) -> list[dict[str, Any]]:
+    """Map governance over parts of `runner.part_rows` records, on the configured runner."""
+    offsets = range(0, max(records, 1), plan.config.runner.part_rows)
+    futures = govern_part_task.map(
+        plan, unmapped(input_dir), part=list(range(len(offsets))), offset=list(offsets)
+    )
+    return futures.result()
+
+
+def task_runner(runner: RunnerConfig):
+    if runner.kind == "local":
+        return ThreadPoolTaskRunner(max_workers=runner.workers)
+    from prefect_dask import DaskTaskRunner
+
+    if runner.address:
+        return DaskTaskRunner(address=runner.address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": runner.workers, "threads_per_worker": 1})
+
+
 @task(name="govern", **TASK_OPTIONS)
 def govern_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "govern", 2, govern, plan.config.policy, input_dir)
+    records = pl.scan_parquet(Path(input_dir) / "*.parquet").select(pl.len()).collect().item()
+    # the parts get only what governance reads: no parent version, eval sets or test lock
+    slim = replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
+    parts = govern_parts.with_options(task_runner=task_runner(plan.config.runner))(
+        slim, input_dir, records
+    )
+    stats = add_counts([part["stats"] for part in parts])
+    items = pl.concat([pl.read_parquet(part["review_items"]) for part in parts])
+    stats["queued_new"] = _enqueue_for_review(plan, items)
+    shutil.rmtree(plan.run_dir / "review")
+    stats["parts"] = len(parts)
+    get_run_logger().info("govern: %s", json.dumps(stats))
+    return {"path": str(plan.stage_dir("govern")), "stats": stats}
+
+
+def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum nested {key: number | {key: number}} dictionaries key by key."""
+    total: dict[str, Any] = {}
+    for entry in counts:
+        for key, value in entry.items():
+            if isinstance(value, dict):
+                total[key] = add_counts([total.get(key, {}), value])
+            else:
+                total[key] = total.get(key, 0) + value
+    return total
 
 
 @task(name="exact_dedup", **TASK_OPTIONS)
@@ -284,7 +349,7 @@ def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, A
     shutil.copyfile(ledger_path, staging / "ledger.parquet")
     staged = StagedVersion.load(staging)
     catalog = Catalog.open(plan.workdir)
-    version, created = catalog.commit(staged, plan.config.source_list)
+    version, created = catalog.commit(staged, plan.config.source_list, plan.config.publish.location)
     cutoffs = staged.manifest["split"]["cutoffs"]
     if plan.config.split.cutoffs == "quantiles" and plan.frozen_cutoffs is None and cutoffs:
         splits.freeze_cutoffs(catalog, plan.config.name, cutoffs, version.dataset_hash)
@@ -306,7 +371,7 @@ def summarize(
     contamination_stats: dict,
 ) -> dict[str, Any]:
     events = pl.scan_parquet(plan.run_dir / "ledger.parquet")
-    version_dir = Path(committed["path"])
+    version_dir = storage.location(committed["path"])
     return {
         "run_id": plan.run_id,
         "name": plan.config.name,
@@ -340,7 +405,7 @@ def summarize(
     }
 
 
-def _published_splits(version_dir: Path) -> dict[str, dict[str, int]]:
+def _published_splits(version_dir: storage.Location) -> dict[str, dict[str, int]]:
     """Records and groups per split as published (after every stage, contamination too)."""
     version = read_version(version_dir, verify=False)
     found = {
@@ -355,7 +420,7 @@ def _published_splits(version_dir: Path) -> dict[str, dict[str, int]]:
     return {name: found.get(name, {"records": 0, "groups": 0}) for name in SPLITS}
 
 
-@flow(name="curate", log_prints=True)
+@flow(name="curate", log_prints=True, on_failure=[on_failure], on_crashed=[on_failure])
 def curate(config_path: str) -> dict[str, Any]:
     """Curate the sources of a run config into a new published, cataloged dataset version."""
     cfg = load_run_config(config_path)

@@ -7,10 +7,11 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows.alerts import on_failure
 from flows.train_cli import summarize
 
 
-@flow(name="train")
+@flow(name="train", on_failure=[on_failure], on_crashed=[on_failure])
 def train_flow(
     config_path: str, dataset: str = "latest", resume: str | None = None
 ) -> dict[str, Any]:

@@ -375,6 +375,11 @@ class ContaminationConfig(Strict):
 
 class PublishConfig(Strict):
     shard_rows: Annotated[int, Field(ge=1)] = 100_000
+    location: str | None = Field(
+        None,
+        description="where versions are stored: a folder or an fsspec URL (file://, memory://, "
+        "s3://bucket/prefix with s3fs installed); default: <workdir>/datasets",
+    )
     compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
     compression_level: int | None = 3
 
@@ -487,7 +492,35 @@ class PolicyConfig(Strict):
 
 
 class RunnerConfig(Strict):
-    kind: Literal["local"] = "local"
+    """Where the per-record stages run, part by part: threads here, or a Dask cluster."""
+
+    kind: Literal["local", "dask"] = "local"
+    address: str | None = Field(
+        None,
+        description="scheduler of an existing Dask cluster (tcp://host:8786); without one, "
+        "`dask` starts a temporary cluster on this machine",
+    )
+    workers: Annotated[int, Field(ge=1)] = Field(
+        2, description="threads (local) or Dask workers of a temporary cluster"
+    )
+    part_rows: Annotated[int, Field(ge=1)] = Field(
+        50_000, description="records per part handed to a worker"
+    )
+
+    @model_validator(mode="after")
+    def _address_needs_dask(self) -> RunnerConfig:
+        if self.address and self.kind != "dask":
+            raise ValueError("runner.address is for kind: dask")
+        return self
+
+
+class AlertsConfig(Strict):
+    """Who hears about a failed or crashed run: a webhook gets a JSON POST, a command gets the
+    same JSON on stdin."""
+
+    webhook: str | None = Field(None, pattern=r"^https?://")
+    command: list[str] | None = None
+    timeout_s: Annotated[float, Field(gt=0)] = 10.0
 
 
 class RunConfig(Strict):
@@ -500,6 +533,7 @@ class RunConfig(Strict):
     contamination: ContaminationConfig = ContaminationConfig()
     publish: PublishConfig = PublishConfig()
     runner: RunnerConfig = RunnerConfig()
+    alerts: AlertsConfig = AlertsConfig()
     train: TrainConfig | None = None  # the training stage's settings (training/config.py)
 
     @property
@@ -524,13 +558,14 @@ PLANNED_SECTIONS = {
 }
 
 # Settings that change where or how a run happens, or what is trained on it, not what it publishes.
-_NOT_IN_CONFIG_HASH = {"workdir", "runner", "train"}
+_NOT_IN_CONFIG_HASH = {"workdir", "runner", "alerts", "train"}
 _SOURCE_FIELDS_NOT_HASHED = {"location", "root", "base_dir"}
 
 
 def config_hash(cfg: RunConfig) -> str:
     """sha256 of the resolved config without paths, the work folder and runner settings."""
-    data = cfg.model_dump(mode="json", exclude=_NOT_IN_CONFIG_HASH)
+    excluded = dict.fromkeys(_NOT_IN_CONFIG_HASH, True) | {"publish": {"location": True}}
+    data = cfg.model_dump(mode="json", exclude=excluded)
     data["sources"] = [
         {key: value for key, value in source.items() if key not in _SOURCE_FIELDS_NOT_HASHED}
         for source in data["sources"]
@@ -573,7 +608,13 @@ def load_run_config(path: str | Path) -> RunConfig:
             f"source (declared: {', '.join(declared)})"
         )
     workdir = (base / cfg.workdir).resolve()
-    return cfg.model_copy(update={"workdir": str(workdir)})
+    update: dict = {"workdir": str(workdir)}
+    location = cfg.publish.location
+    if location and "://" not in location:
+        update["publish"] = cfg.publish.model_copy(
+            update={"location": str((base / location).resolve())}
+        )
+    return cfg.model_copy(update=update)
 
 
 def load_sources(path: Path) -> list[SourceDeclaration]:

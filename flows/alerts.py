@@ -1,0 +1,113 @@
+"""Failure alerts: a failed or crashed flow run is recorded in the catalog with its reason and
+announced to the configured webhook (a JSON POST) or command (the same JSON on stdin).
+
+Attached to the flows as Prefect `on_failure` / `on_crashed` state hooks. The run config's
+`alerts:` section names the receivers; a worker can set THRESHER_ALERT_WEBHOOK and
+THRESHER_ALERT_COMMAND for runs whose config does not (or cannot be read: a missing file is
+a failure worth hearing about too). The catalog is the config's, else $THRESHER_WORKDIR's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import urllib.error
+import urllib.request
+from typing import Any
+
+import polars as pl
+
+ALERT_WEBHOOK_ENV = "THRESHER_ALERT_WEBHOOK"
+ALERT_COMMAND_ENV = "THRESHER_ALERT_COMMAND"
+MAX_REASON = 2000
+
+
+def on_failure(flow, flow_run, state) -> None:
+    """Prefect state hook (failed or crashed): record the failure, then alert."""
+    from prefect.logging import get_logger
+
+    if flow_run.parent_task_run_id is not None:
+        return  # a subflow: the flow that called it fails too and reports once, for both
+    try:
+        report_failure(flow.name, flow_run, state)
+    except Exception:  # a broken alert must not hide the failure it reports
+        get_logger("thresher.alerts").exception("could not record or send the failure alert")
+
+
+def report_failure(flow_name: str, flow_run, state) -> dict[str, Any]:
+    from data_catalog import failures
+    from data_catalog.catalog import Catalog
+    from pipeline.config import AlertsConfig, load_run_config
+
+    config_path = flow_run.parameters.get("config_path")
+    try:
+        cfg = load_run_config(config_path) if config_path else None
+    except Exception:
+        cfg = None
+    alerts = cfg.alerts if cfg else AlertsConfig()
+    alert = {
+        "event": f"thresher.run.{state.name.lower()}",
+        "flow": flow_name,
+        "flow_run_id": str(flow_run.id),
+        "flow_run_name": flow_run.name,
+        "deployment": _deployment_name(),
+        "state": state.name,
+        "reason": masked(state.message or state.name)[:MAX_REASON],
+        "config_path": config_path,
+        "dataset": cfg.name if cfg else None,
+    }
+    answers = notify(
+        alert,
+        webhook=alerts.webhook or os.environ.get(ALERT_WEBHOOK_ENV),
+        command=alerts.command or shlex.split(os.environ.get(ALERT_COMMAND_ENV, "")),
+        timeout=alerts.timeout_s,
+    )
+    workdir = cfg.workdir if cfg else os.environ.get("THRESHER_WORKDIR", "work")
+    failures.record(
+        Catalog.open(workdir), **{k: v for k, v in alert.items() if k != "event"}, alerts=answers
+    )
+    return {**alert, "alerts": answers}
+
+
+def notify(
+    alert: dict[str, Any], webhook: str | None, command: list[str] | None, timeout: float
+) -> dict[str, str]:
+    """Send the alert to each receiver; return what each answered (never raises)."""
+    body = json.dumps(alert).encode()
+    answers = {}
+    if webhook:
+        request = urllib.request.Request(
+            webhook, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                answers["webhook"] = f"HTTP {response.status}"
+        except urllib.error.HTTPError as error:
+            answers["webhook"] = f"HTTP {error.code}"
+        except (OSError, ValueError) as error:
+            answers["webhook"] = f"error: {type(error).__name__}: {error}"
+    if command:
+        try:
+            done = subprocess.run(command, input=body, timeout=timeout, capture_output=True)
+            answers["command"] = f"exit {done.returncode}"
+        except (OSError, subprocess.TimeoutExpired) as error:
+            answers["command"] = f"error: {type(error).__name__}: {error}"
+    return answers
+
+
+def masked(text: str) -> str:
+    """The text with every secret the detectors find replaced by <SECRET:type>."""
+    from pipeline.secrets import find_secrets, mask_secrets
+
+    return mask_secrets(text, find_secrets(pl.Series([text])).to_dicts())
+
+
+def _deployment_name() -> str | None:
+    try:
+        from prefect.runtime import deployment
+
+        return deployment.name
+    except Exception:
+        return None
