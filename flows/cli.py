@@ -28,6 +28,7 @@ from flows.cli_common import (
 )
 from flows.contamination_cli import contamination_app
 from flows.dedup_cli import dedup
+from flows.deploy_cli import deploy
 from flows.eval_cli import eval_app
 from flows.governance_cli import (
     catalog_affected,
@@ -225,6 +226,33 @@ def catalog_list(
         Console().print(table)
 
 
+@catalog_app.command("failures")
+def catalog_failures(
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Only this dataset.")] = None,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List failed and crashed flow runs with their reason and what the alerts answered."""
+    from data_catalog import failures
+
+    table = Table("when", "flow", "deployment", "state", "dataset", "reason", "alerts")
+    for failure in failures.failures(open_catalog(workdir, config), name):
+        if as_json:
+            emit(failure)
+        table.add_row(
+            f"{failure['occurred_at']:%Y-%m-%d %H:%M:%S}",
+            f"{failure['flow']} ({failure['flow_run_name']})",
+            failure["deployment"] or "-",
+            failure["state"],
+            failure["dataset"] or "-",
+            failure["reason"],
+            ", ".join(f"{k}: {v}" for k, v in failure["alerts"].items()) or "none configured",
+        )
+    if not as_json:
+        Console().print(table)
+
+
 def _status(version) -> str:
     if version.status != "withdrawn":
         return version.status
@@ -377,6 +405,7 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(contamination_app, name="contamination")
 app.command()(dedup)
 app.command()(train)
+app.command()(deploy)
 app.command()(forget)
 catalog_app.command("affected")(catalog_affected)
 catalog_app.command("withdraw")(catalog_withdraw)

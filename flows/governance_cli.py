@@ -120,6 +120,7 @@ def _decide(
     for item_id in ids:  # every id must exist before any item is decided
         checked(review_queue.item, catalog, item_id)
     conflicts = 0
+    approved: dict[str, list[int]] = {}  # dataset -> items approved now
     for item_id in ids:
         outcome = checked(review_queue.decide, catalog, item_id, decision, reviewer, note)
         if isinstance(outcome, review_queue.Conflict):
@@ -128,9 +129,17 @@ def _decide(
             if as_json:
                 emit({"item_id": item_id, "decided": False, "conflict": outcome.message})
         else:
+            if decision == "approved":
+                dataset = review_queue.item(catalog, item_id)["dataset"]
+                approved.setdefault(dataset, []).append(item_id)
             stderr.print(f"item {item_id}: {decision} by {reviewer}", highlight=False)
             if as_json:
                 emit({"item_id": item_id, "decided": True, "decision": decision})
+    if approved:
+        from flows.release import emit_approved
+
+        for dataset, approved_ids in approved.items():
+            emit_approved(dataset, approved_ids)
     if conflicts:
         raise typer.Exit(1)
 
