@@ -237,11 +237,13 @@ class Catalog:
         with self.engine.connect() as connection:
             return [dict(row) for row in connection.execute(query).mappings()]
 
-    def version_path(self, version: VersionRecord) -> Location:
-        """The version's folder: under the work folder, or where `publish.location` put it."""
-        if "://" in version.path or Path(version.path).is_absolute():
-            return storage.location(version.path)
-        return self.workdir / version.path
+    def version_path(self, version: VersionRecord | str) -> Location:
+        """The version's folder (of a record, or of its stored path): under the work folder,
+        or where `publish.location` put it."""
+        stored = version if isinstance(version, str) else version.path
+        if "://" in stored or Path(stored).is_absolute():
+            return storage.location(stored)
+        return self.workdir / stored
 
     def commit(
         self,
@@ -258,7 +260,7 @@ class Catalog:
         # one commit at a time per dataset name: two runs publishing the same version at
         # once must not both move folders (the second finds the version, drops its copy)
         with self._exclusive(f"datasets/{staged.manifest['name']}/.commit"):
-            existing = self._find(staged.dataset_hash)
+            existing = self.find(staged.dataset_hash)
             if existing is not None and existing.status == "withdrawn":
                 shutil.rmtree(staged.path)
                 raise DataError(
@@ -276,16 +278,32 @@ class Catalog:
         self, staged: StagedVersion, sources: list[SourceDeclaration], location: str | None
     ) -> None:
         manifest = staged.manifest
-        relative = Path(manifest["name"]) / staged.dataset_hash
-        if location is None:
-            stored = (Path("datasets") / relative).as_posix()  # relative to the work folder
-            final = self.workdir / stored
-        else:
-            final = storage.location(location) / relative.as_posix()
-            stored = str(final)
+        stored = self.stored_path(manifest["name"], staged.dataset_hash, location)
+        final = self.version_path(stored)
         # left by a run that stopped before its catalog row: not a version
         storage.remove_tree(final)
-        storage.move_tree(staged.path, final)
+        renamed = storage.place_tree(staged.path, final)
+        try:
+            self._insert_version(staged, sources, stored)
+        except BaseException:
+            if not renamed:  # a copy elsewhere: the staging folder is still the original
+                storage.remove_tree(final)
+            raise
+        if not renamed:
+            shutil.rmtree(staged.path)
+
+    @staticmethod
+    def stored_path(name: str, dataset_hash: str, location: str | None) -> str:
+        """Where a version goes, as the catalog records it: relative to the work folder by
+        default, else the full path or URL under `publish.location`."""
+        if location is None:
+            return f"datasets/{name}/{dataset_hash}"
+        return str(storage.location(location) / name / dataset_hash)
+
+    def _insert_version(
+        self, staged: StagedVersion, sources: list[SourceDeclaration], stored: str
+    ) -> None:
+        manifest = staged.manifest
         created = now()
         with self.engine.begin() as connection:
             has_dataset = connection.execute(
@@ -376,7 +394,7 @@ class Catalog:
                 )
         return self.version(version.dataset_hash)
 
-    def _find(self, dataset_hash: str) -> VersionRecord | None:
+    def find(self, dataset_hash: str) -> VersionRecord | None:
         query = select(tables.versions).where(tables.versions.c.dataset_hash == dataset_hash)
         with self.engine.connect() as connection:
             row = connection.execute(query).mappings().first()
@@ -384,7 +402,9 @@ class Catalog:
 
     # runs ---------------------------------------------------------------------------------
 
-    def start_run(self, run_id: str, name: str, config_hash: str) -> None:
+    def start_run(
+        self, run_id: str, name: str, config_hash: str, started_at: datetime | None = None
+    ) -> None:
         with self.engine.begin() as connection:
             connection.execute(
                 insert(tables.runs).values(
@@ -392,7 +412,7 @@ class Catalog:
                     name=name,
                     status="running",
                     config_hash=config_hash,
-                    started_at=now(),
+                    started_at=started_at or now(),
                 )
             )
 
@@ -451,11 +471,12 @@ def _create_engine(url: str) -> Engine:
             f"{CATALOG_URL_ENV} to use SQLite catalog.db in the work folder"
         ) from error
     if parsed.get_backend_name() == "sqlite":
-        engine = create_engine(parsed)
+        # record text in a failed statement's parameters must not reach errors and alerts
+        engine = create_engine(parsed, hide_parameters=True)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     try:
-        options: dict[str, Any] = {"poolclass": NullPool}  # many short-lived catalogs
+        options: dict[str, Any] = {"poolclass": NullPool, "hide_parameters": True}
         if (
             parsed.get_driver_name() in ("psycopg", "psycopg2")  # loads the dialect
             and "connect_timeout" not in parsed.query

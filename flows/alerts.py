@@ -4,7 +4,9 @@ announced to the configured webhook (a JSON POST) or command (the same JSON on s
 Attached to the flows as Prefect `on_failure` / `on_crashed` state hooks. The run config's
 `alerts:` section names the receivers; a worker can set THRESHER_ALERT_WEBHOOK and
 THRESHER_ALERT_COMMAND for runs whose config does not (or cannot be read: a missing file is
-a failure worth hearing about too). The catalog is the config's, else $THRESHER_WORKDIR's.
+a failure worth hearing about too). The catalog is the config's, else $THRESHER_WORKDIR's
+(`thresher deploy` sets it for the deployments). A run killed outright (SIGKILL) runs no
+hook: the next run's sweep finds it and alerts then.
 """
 
 from __future__ import annotations
@@ -37,16 +39,13 @@ def on_failure(flow, flow_run, state) -> None:
 
 
 def report_failure(flow_name: str, flow_run, state) -> dict[str, Any]:
-    from data_catalog import failures
-    from data_catalog.catalog import Catalog
-    from pipeline.config import AlertsConfig, load_run_config
+    from pipeline.config import load_run_config
 
     config_path = flow_run.parameters.get("config_path")
     try:
         cfg = load_run_config(config_path) if config_path else None
     except Exception:
         cfg = None
-    alerts = cfg.alerts if cfg else AlertsConfig()
     alert = {
         "event": f"thresher.run.{state.name.lower()}",
         "flow": flow_name,
@@ -54,20 +53,61 @@ def report_failure(flow_name: str, flow_run, state) -> dict[str, Any]:
         "flow_run_name": flow_run.name,
         "deployment": _deployment_name(),
         "state": state.name,
-        "reason": masked(state.message or state.name)[:MAX_REASON],
+        "reason": state.message or state.name,
         "config_path": config_path,
         "dataset": cfg.name if cfg else None,
     }
+    workdir = cfg.workdir if cfg else os.environ.get("THRESHER_WORKDIR")
+    return _deliver(alert, cfg, _catalog(workdir))
+
+
+def report_interrupted(cfg, catalog, flow_run_id: str, reason: str) -> dict[str, Any]:
+    """Alert for a run found killed after the fact (no state hook ran for it)."""
+    alert = {
+        "event": "thresher.run.crashed",
+        "flow": "curate",
+        "flow_run_id": str(flow_run_id),
+        "flow_run_name": None,
+        "deployment": None,
+        "state": "Crashed",
+        "reason": reason,
+        "config_path": None,
+        "dataset": cfg.name,
+    }
+    return _deliver(alert, cfg, catalog)
+
+
+def _catalog(workdir: str | None):
+    from data_catalog.catalog import CATALOG_URL_ENV, Catalog
+
+    if workdir is None and not os.environ.get(CATALOG_URL_ENV):
+        return None  # not a catalog made up in whatever folder the worker runs from
+    return Catalog.open(workdir or "work")
+
+
+def _deliver(alert: dict[str, Any], cfg, catalog) -> dict[str, Any]:
+    """Send the alert to the config's receivers (else the worker's), record it, return it."""
+    from data_catalog import failures
+    from pipeline.config import AlertsConfig
+
+    alert = {**alert, "reason": masked(alert["reason"])[:MAX_REASON]}
+    alerts = cfg.alerts if cfg else AlertsConfig()
     answers = notify(
         alert,
         webhook=alerts.webhook or os.environ.get(ALERT_WEBHOOK_ENV),
         command=alerts.command or shlex.split(os.environ.get(ALERT_COMMAND_ENV, "")),
         timeout=alerts.timeout_s,
     )
-    workdir = cfg.workdir if cfg else os.environ.get("THRESHER_WORKDIR", "work")
-    failures.record(
-        Catalog.open(workdir), **{k: v for k, v in alert.items() if k != "event"}, alerts=answers
-    )
+    if catalog is None:
+        from prefect.logging import get_logger
+
+        get_logger("thresher.alerts").warning(
+            "failure of flow run %s not recorded: no config and no THRESHER_WORKDIR or "
+            "THRESHER_CATALOG_URL name a catalog",
+            alert["flow_run_id"],
+        )
+    else:
+        failures.record(catalog, **{k: v for k, v in alert.items() if k != "event"}, alerts=answers)
     return {**alert, "alerts": answers}
 
 
@@ -77,6 +117,9 @@ def notify(
     """Send the alert to each receiver; return what each answered (never raises)."""
     body = json.dumps(alert).encode()
     answers = {}
+    if webhook and not webhook.startswith(("http://", "https://")):
+        answers["webhook"] = "error: not an http(s) URL"  # the URL itself may hold a token
+        webhook = None
     if webhook:
         request = urllib.request.Request(
             webhook, data=body, headers={"Content-Type": "application/json"}, method="POST"
@@ -86,8 +129,10 @@ def notify(
                 answers["webhook"] = f"HTTP {response.status}"
         except urllib.error.HTTPError as error:
             answers["webhook"] = f"HTTP {error.code}"
-        except (OSError, ValueError) as error:
+        except OSError as error:
             answers["webhook"] = f"error: {type(error).__name__}: {error}"
+        except ValueError as error:  # its message quotes the URL
+            answers["webhook"] = f"error: {type(error).__name__}"
     if command:
         try:
             done = subprocess.run(command, input=body, timeout=timeout, capture_output=True)

@@ -242,12 +242,12 @@ def catalog_failures(
             emit(failure)
         table.add_row(
             f"{failure['occurred_at']:%Y-%m-%d %H:%M:%S}",
-            f"{failure['flow']} ({failure['flow_run_name']})",
-            failure["deployment"] or "-",
+            escape(f"{failure['flow']} ({failure['flow_run_name'] or '-'})"),
+            escape(failure["deployment"] or "-"),
             failure["state"],
-            failure["dataset"] or "-",
-            failure["reason"],
-            ", ".join(f"{k}: {v}" for k, v in failure["alerts"].items()) or "none configured",
+            escape(failure["dataset"] or "-"),
+            escape(failure["reason"]),
+            escape(", ".join(f"{k}: {v}" for k, v in failure["alerts"].items()) or "none"),
         )
     if not as_json:
         Console().print(table)

@@ -20,31 +20,34 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import psutil
 from prefect import flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from data_catalog import deletions, eval_sets, review_queue, splits
-from data_catalog.catalog import CATALOG_FILE, Catalog
-from flows.alerts import on_failure
+from data_catalog.catalog import CATALOG_FILE, Catalog, now
+from flows.alerts import on_failure, report_interrupted
 from pipeline import ledger, storage
 from pipeline.code_version import code_version
 from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
 from pipeline.contamination import contamination
+from pipeline.errors import ConfigError
 from pipeline.eval_index import EvalSet
 from pipeline.exact_dedup import exact_dedup
 from pipeline.govern import govern
 from pipeline.ingest import INTERMEDIATE_PARQUET, ingest
 from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.near_dedup import near_dedup
-from pipeline.publish import MANIFEST, StagedVersion, publish
+from pipeline.publish import MANIFEST, NOT_PUBLISHED, StagedVersion, publish
 from pipeline.reader import read_version
 from pipeline.semantic_dedup import semantic_dedup
 from pipeline.split import split
 from pipeline.stage import RunContext
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
-OWNER_FILE = "owner.json"  # host and pid of the process running it, while it runs
+# host, pid, process start time and Prefect flow run of the process running it, while it runs
+OWNER_FILE = "owner.json"
 
 
 @dataclass(frozen=True)
@@ -95,50 +98,84 @@ class RunPlan:
         )
 
 
-def sweep_interrupted_runs(workdir: Path, catalog: Catalog) -> None:
+def sweep_interrupted_runs(cfg: RunConfig, catalog: Catalog) -> None:
     """A run killed before its clean-up (SIGKILL, power loss) leaves files holding record
-    text: delete them, and mark the run failed, once its process is gone."""
+    text: delete them, mark the run failed once its process is gone, and alert: no state
+    hook ran for it."""
+    workdir = Path(cfg.workdir)
     running = {run["run_id"] for run in catalog.runs() if run["status"] == "running"}
     for run_dir in sorted((workdir / "runs").glob("*")):
-        owner = run_dir / OWNER_FILE
-        if not owner.exists() or _alive(json.loads(owner.read_text())):
+        owner_file = run_dir / OWNER_FILE
+        if not owner_file.exists():
+            continue
+        owner = json.loads(owner_file.read_text())
+        if _alive(owner):
             continue
         shutil.rmtree(run_dir / "stages", ignore_errors=True)
         for staging in (workdir / "datasets").glob(f"*/.staging-{run_dir.name}"):
+            _remove_partial_copy(staging, cfg, catalog)
             shutil.rmtree(staging, ignore_errors=True)
-        owner.unlink()
+        owner_file.unlink()
         if run_dir.name in running:
-            catalog.finish_run(run_dir.name, "failed", error="interrupted: its process ended")
+            reason = f"interrupted: its process ended (run {run_dir.name}, pid {owner['pid']})"
+            catalog.finish_run(run_dir.name, "failed", error=reason)
+            report_interrupted(cfg, catalog, owner.get("flow_run_id") or run_dir.name, reason)
+
+
+def _remove_partial_copy(staging: Path, cfg: RunConfig, catalog: Catalog) -> None:
+    """A run killed while copying its version to `publish.location` leaves part of it there:
+    remove it unless the catalog holds that version (then it is complete)."""
+    manifest = staging / MANIFEST
+    if cfg.publish.location is None or not manifest.exists():
+        return
+    staged = json.loads(manifest.read_text())
+    if catalog.find(staged["dataset_hash"]) is None:
+        stored = catalog.stored_path(staged["name"], staged["dataset_hash"], cfg.publish.location)
+        storage.remove_tree(catalog.version_path(stored))
+
+
+def _owner() -> dict[str, Any]:
+    from prefect.runtime import flow_run
+
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": psutil.Process().create_time(),
+        "flow_run_id": flow_run.id,
+    }
 
 
 def _alive(owner: dict[str, Any]) -> bool:
     if owner["host"] != socket.gethostname():
         return True  # another machine's run: not ours to judge
     try:
-        os.kill(owner["pid"], 0)
-    except ProcessLookupError:
+        process = psutil.Process(owner["pid"])
+        # a later process may have been given the same pid
+        return owner.get("started") is None or process.create_time() == owner["started"]
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return True
 
 
 def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
-    sweep_interrupted_runs(Path(cfg.workdir), catalog)
+    sweep_interrupted_runs(cfg, catalog)
     protected = eval_sets.load(catalog, cfg.contamination.protected)  # files verified
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
     run_dir = Path(cfg.workdir) / "runs" / run_id
     run_dir.mkdir(parents=True)
-    (run_dir / OWNER_FILE).write_text(
-        json.dumps({"host": socket.gethostname(), "pid": os.getpid()})
-    )
+    (run_dir / OWNER_FILE).write_text(json.dumps(_owner()))
     parent = catalog.latest(cfg.name)
     if parent is not None:  # its splits decide ours: re-hash its shards once, trust nothing
         read_version(catalog.version_path(parent), verify=True)
     digest = config_hash(cfg)
     lock = splits.active_lock(catalog, cfg.name)
     (run_dir / "config.json").write_text(
-        json.dumps({"config_hash": digest, "config": cfg.model_dump(mode="json")}, indent=2) + "\n"
+        json.dumps(
+            {"config_hash": digest, "config": cfg.model_dump(mode="json", exclude=NOT_PUBLISHED)},
+            indent=2,
+        )
+        + "\n"
     )
     return RunPlan(
         run_id=run_id,
@@ -195,6 +232,11 @@ def _enqueue_for_review(plan: RunPlan, items: pl.DataFrame) -> int:
 @task(name="govern_part", **TASK_OPTIONS)
 def govern_part_task(plan: RunPlan, input_dir: str, part: int, offset: int) -> dict[str, Any]:
     """Govern one part of the ingested records (governance decides record by record)."""
+    if not Path(input_dir).is_dir():
+        raise ConfigError(
+            f"{socket.gethostname()} cannot see the run folder {input_dir}: Dask workers need "
+            "the work folder on a shared file system, mounted at the same path"
+        )
     rows = plan.config.runner.part_rows
     frame = pl.scan_parquet(Path(input_dir) / "*.parquet").slice(offset, rows)
     result = govern(frame, plan.config.policy, plan.context(with_parent=False))
@@ -202,8 +244,8 @@ def govern_part_task(plan: RunPlan, input_dir: str, part: int, offset: int) -> d
     out.mkdir(parents=True, exist_ok=True)
     result.frame.sink_parquet(out / f"part-{part:05d}.parquet", **INTERMEDIATE_PARQUET)
     ledger.write_part(result.events, plan.ledger_dir, f"2-govern-{part:05d}")
-    review = plan.run_dir / "review" / f"govern-{part:05d}.parquet"
-    review.parent.mkdir(exist_ok=True)
+    review = plan.stage_dir("govern-review") / f"part-{part:05d}.parquet"
+    review.parent.mkdir(parents=True, exist_ok=True)
     result.review_items.write_parquet(review)
     return {"stats": result.stats, "review_items": str(review)}
 
@@ -239,7 +281,6 @@ def govern_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     stats = add_counts([part["stats"] for part in parts])
     items = pl.concat([pl.read_parquet(part["review_items"]) for part in parts])
     stats["queued_new"] = _enqueue_for_review(plan, items)
-    shutil.rmtree(plan.run_dir / "review")
     stats["parts"] = len(parts)
     get_run_logger().info("govern: %s", json.dumps(stats))
     return {"path": str(plan.stage_dir("govern")), "stats": stats}
@@ -254,7 +295,7 @@ def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
                 total[key] = add_counts([total.get(key, {}), value])
             else:
                 total[key] = total.get(key, 0) + value
-    return total
+    return dict(sorted(total.items()))
 
 
 @task(name="exact_dedup", **TASK_OPTIONS)
@@ -425,8 +466,9 @@ def curate(config_path: str) -> dict[str, Any]:
     """Curate the sources of a run config into a new published, cataloged dataset version."""
     cfg = load_run_config(config_path)
     catalog = Catalog.open(cfg.workdir)
+    started = now()  # before plan_run reads the review decisions this run will apply
     plan = plan_run(cfg, catalog)
-    catalog.start_run(plan.run_id, cfg.name, plan.config_hash)
+    catalog.start_run(plan.run_id, cfg.name, plan.config_hash, started_at=started)
     try:
         ingested = ingest_task(plan)
         records_in = ingested["stats"]["records_in"]

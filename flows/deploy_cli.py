@@ -40,7 +40,7 @@ def deploy(
             "start one with `prefect server start`)"
         )
     try:
-        load_run_config(config)  # a bad config fails here, not at 2 a.m.
+        cfg = load_run_config(config)  # a bad config fails here, not at 2 a.m.
     except ThresherError as error:
         fail(str(error))
     found = prefect_file or next(
@@ -53,6 +53,8 @@ def deploy(
         **os.environ,
         "THRESHER_HOME": str(found.parent),
         "THRESHER_CONFIG": str(config.resolve()),
+        # the catalog that failures of runs whose config cannot be read are recorded in
+        "THRESHER_WORKDIR": cfg.workdir,
     }
     prefect = [sys.executable, "-m", "prefect"]
     has_pool = _run([*prefect, "work-pool", "inspect", POOL], env, quiet=True) == 0

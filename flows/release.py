@@ -9,6 +9,7 @@ server was in reach; with nothing newly approved it returns without running.
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import UTC
 from typing import Any
@@ -18,7 +19,7 @@ from prefect import flow, get_run_logger
 from data_catalog import review_queue
 from data_catalog.catalog import Catalog
 from flows.alerts import on_failure
-from flows.curate import curate
+from flows.curate import curate, sweep_interrupted_runs
 from pipeline.config import load_run_config
 
 APPROVED_EVENT = "thresher.review.approved"
@@ -48,8 +49,13 @@ def _utc(moment):
 @flow(name="release-approved", on_failure=[on_failure], on_crashed=[on_failure])
 def release_approved(config_path: str) -> dict[str, Any]:
     cfg = load_run_config(config_path)
-    approved = approved_since_last_run(Catalog.open(cfg.workdir), cfg.name)
+    catalog = Catalog.open(cfg.workdir)
     logger = get_run_logger()
+    sweep_interrupted_runs(cfg, catalog)  # a killed run's row must not read as running
+    if any(run["status"] == "running" for run in catalog.runs(cfg.name)):
+        logger.info("%s: a curate run is in progress; the next check takes these", cfg.name)
+        return {"name": cfg.name, "approved": None, "dataset_hash": None}
+    approved = approved_since_last_run(catalog, cfg.name)
     if not approved:
         logger.info("%s: no records approved since the last successful run", cfg.name)
         return {"name": cfg.name, "approved": 0, "dataset_hash": None}
@@ -69,5 +75,11 @@ def emit_approved(dataset: str, item_ids: list[int]) -> bool:
     sent = emit_event(
         APPROVED_EVENT, resource=dataset_resource(dataset), payload={"item_ids": item_ids}
     )
-    EventsWorker.drain_all(timeout=10)
+    quiet = logging.getLogger("EventsWorker")  # "still processing items" while it drains
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        EventsWorker.drain_all(timeout=10)
+    finally:
+        quiet.setLevel(level)
     return sent is not None

@@ -607,6 +607,7 @@ def load_run_config(path: str | Path) -> RunConfig:
             f"invalid config:\n  {path}:{line}: train.sources: {unknown[0]!r} is not a declared "
             f"source (declared: {', '.join(declared)})"
         )
+    _check_urls(cfg, path)
     workdir = (base / cfg.workdir).resolve()
     update: dict = {"workdir": str(workdir)}
     location = cfg.publish.location
@@ -615,6 +616,20 @@ def load_run_config(path: str | Path) -> RunConfig:
             update={"location": str((base / location).resolve())}
         )
     return cfg.model_copy(update=update)
+
+
+def _check_urls(cfg: RunConfig, path: Path) -> None:
+    """A URL whose filesystem package is missing fails now, not after the run's stages."""
+    from pipeline.storage import check_url
+
+    urls = [(f"{path}: publish.location ", cfg.publish.location)] + [
+        (f"{path}: source {source.name!r} location ", pattern)
+        for source in cfg.source_list
+        for pattern in source.patterns
+    ]
+    for where, url in urls:
+        if url and "://" in url and not url.startswith("file://"):
+            check_url(url, where)
 
 
 def load_sources(path: Path) -> list[SourceDeclaration]:

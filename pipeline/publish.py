@@ -27,6 +27,9 @@ from pipeline.schema import LEDGER_SCHEMA, PUBLISHED_SCHEMA, schema_description
 from pipeline.stage import RunContext
 
 STAGE = "publish"
+# Config settings that stay out of manifests (which travel with the data): webhook URLs
+# carry tokens.
+NOT_PUBLISHED = {"alerts"}
 MANIFEST = "manifest.json"
 _ROW_GROUP_ROWS = 20_000
 WRITER_THREADS = 2
@@ -136,7 +139,7 @@ def publish(
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "run_id": ctx.run_id,
         "config_hash": ctx.config_hash,
-        "config": ctx.config.model_dump(mode="json"),
+        "config": ctx.config.model_dump(mode="json", exclude=NOT_PUBLISHED),
         "schema": schema,
         "split_counts": counts,
         "split_membership": membership,

@@ -10,8 +10,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import fsspec
 import polars as pl
 from upath import UPath
+
+from pipeline.errors import ConfigError
 
 Location = Path | UPath
 
@@ -25,10 +28,20 @@ def location(path_or_url: str | Path | UPath) -> Location:
         return Path(text)
     if text.startswith("file://"):
         return Path(UPath(text).path)
+    check_url(text)
+    return UPath(text)
+
+
+def check_url(url: str, where: str = "") -> None:
+    """Fail early, naming the URL, when no installed fsspec filesystem serves its scheme."""
+    protocol = url.split("://", 1)[0]
     try:
-        return UPath(text)
-    except (ImportError, ValueError) as error:  # e.g. s3:// without s3fs
-        raise ValueError(f"{text}: cannot open this location ({error})") from None
+        fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError) as error:  # unknown scheme, or e.g. s3:// without s3fs
+        raise ConfigError(
+            f"{where}{url}: {error}".rstrip(".") + "; install the package that serves it "
+            "(s3fs for s3://, gcsfs for gs://, adlfs for az://) or fix the URL"
+        ) from None
 
 
 def is_local(path: Location) -> bool:
@@ -67,16 +80,24 @@ def remove_tree(path: Location) -> None:
         path.fs.rm(path.path, recursive=True)
 
 
-def move_tree(source: Path, target: Location) -> None:
-    """Move a local folder to `target` (which must not exist): a rename on the same disk, an
-    upload file by file to a remote filesystem, the manifest last: a folder with a manifest
-    is complete."""
+def place_tree(source: Path, target: Location) -> bool:
+    """Put a local folder at `target` (which must not exist). On the same disk it is renamed
+    (returns True: `source` is gone); elsewhere it is copied file by file with the manifest
+    last, so that a folder with a manifest is complete (returns False: `source` stays until
+    the caller no longer needs it to clean up)."""
     if is_local(target):
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(source, target)
-        return
+        try:
+            source.rename(target)
+            return True
+        except OSError:  # another file system
+            pass
     files = sorted(p for p in source.rglob("*") if p.is_file())
     for file in sorted(files, key=lambda p: p.name == "manifest.json"):
         destination = target / file.relative_to(source).as_posix()
-        target.fs.put_file(str(file), destination.path)
-    shutil.rmtree(source)
+        if is_local(destination):
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, destination)
+        else:
+            target.fs.put_file(str(file), destination.path)
+    return False

@@ -8,6 +8,7 @@ import sys
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from types import SimpleNamespace
 
 import pytest
 from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
@@ -17,8 +18,10 @@ from typer.testing import CliRunner
 
 from data_catalog import failures
 from data_catalog.catalog import Catalog
-from flows.alerts import ALERT_WEBHOOK_ENV, report_failure
+from flows import alerts
+from flows.alerts import ALERT_WEBHOOK_ENV, on_failure, report_failure
 from flows.cli import app
+from pipeline.errors import DataError
 
 AWS_KEY = "AKIA" + "Z7XQ4MBN2VRC6TLE"  # built here so no scanner flags this file
 
@@ -103,3 +106,36 @@ def test_a_missing_config_alerts_the_worker_default_and_an_unreachable_hook_is_r
     assert row["config_path"] == str(missing) and row["alerts"] == report["alerts"]
     report_failure("curate", run, state)  # a hook that runs twice records the run once
     assert len(failures.failures(Catalog.open(tmp_path / "work"))) == 1
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_a_failing_subflow_is_reported_once_by_the_flow_that_called_it(
+    tmp_path, sms_spam, receiver
+):
+    from prefect import flow
+
+    from flows.curate import curate
+
+    url, received = receiver
+    missing = {**SMS_SOURCE, "location": "data/not-there-*.jsonl"}
+    config = write_project(tmp_path, [missing], alerts={"webhook": url})
+
+    @flow(name="outer", on_failure=[on_failure])
+    def outer(config_path: str) -> None:
+        curate(config_path)
+
+    with pytest.raises(DataError):
+        outer(str(config))
+    assert [alert["flow"] for alert in received] == ["outer"]
+    (row,) = failures.failures(Catalog.open(tmp_path / "work"))
+    assert row["flow"] == "outer" and "not-there" in row["reason"]
+
+
+def test_a_broken_alert_does_not_raise_from_the_hook(tmp_path, monkeypatch, caplog):
+    def broken(*args):
+        raise RuntimeError("the catalog is down")
+
+    monkeypatch.setattr(alerts, "report_failure", broken)
+    run, state = crashed_run(str(tmp_path / "x.yaml"), "boom")
+    on_failure(SimpleNamespace(name="curate"), run, state)  # returns: the failure stays visible
+    assert "could not record or send the failure alert" in caplog.text

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import fsspec
@@ -12,8 +15,11 @@ from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
 from typer.testing import CliRunner
 from upath import UPath
 
+from data_catalog import failures
 from data_catalog.catalog import Catalog, open_version
 from flows.cli import app
+from flows.curate import sweep_interrupted_runs
+from pipeline.config import load_run_config
 from training.data import SplitStream
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -85,6 +91,47 @@ def test_sources_and_versions_in_memory_storage(tmp_path, sms_spam, memory_bucke
     tampered = thresher("catalog", "verify", summary["dataset_hash"][:12], "--workdir", workdir)
     assert tampered.exit_code == 1
     assert f"{version.manifest['shards'][0]['path']}: sha256 mismatch" in tampered.stderr
+
+    ref = summary["dataset_hash"][:12]
+    withdrawn = thresher("catalog", "withdraw", ref, "--reason", "tampered", "--workdir", workdir)
+    assert withdrawn.exit_code == 0, withdrawn.stderr
+    assert json.loads((UPath(version_url) / "WITHDRAWN.json").read_text())["reason"] == "tampered"
+    purged = thresher("catalog", "purge", ref, "--workdir", workdir)
+    assert purged.exit_code == 0, purged.stderr
+    assert not (UPath(version_url) / "data").exists()
+    assert (UPath(version_url) / "manifest.json").exists()  # the record of what it was stays
+
+
+def test_the_sweep_removes_a_partial_copy_of_a_killed_run(tmp_path, sms_spam, memory_bucket):
+    """A run killed while uploading its version leaves part of it in the bucket, no catalog
+    row: the next run's sweep removes it, marks the run failed and records the crash."""
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 50))
+    config = write_project(tmp_path, [SMS_SOURCE], publish={"location": "memory://bucket/v"})
+    cfg = load_run_config(config)
+    catalog = Catalog.open(cfg.workdir)
+    run_id = "20261130T000000Z-dead00"
+    catalog.start_run(run_id, cfg.name, "0" * 64)
+    run_dir = Path(cfg.workdir) / "runs" / run_id
+    (run_dir / "stages").mkdir(parents=True)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    owner = {"host": socket.gethostname(), "pid": int(gone.stdout), "started": 1.0,
+             "flow_run_id": "3f1f0c3e-0000-4000-8000-000000000001"}  # fmt: skip
+    (run_dir / "owner.json").write_text(json.dumps(owner))
+    staging = Path(cfg.workdir) / "datasets" / cfg.name / f".staging-{run_id}"
+    (staging / "data").mkdir(parents=True)
+    manifest = {"name": cfg.name, "dataset_hash": "ab" * 32}
+    (staging / "manifest.json").write_text(json.dumps(manifest))
+    partial = UPath(f"memory://bucket/v/{cfg.name}/{'ab' * 32}")
+    (partial / "data" / "train" / "part-00000.parquet").write_bytes(b"half a shard")
+
+    sweep_interrupted_runs(cfg, catalog)
+
+    assert not partial.exists() and not staging.exists() and not (run_dir / "stages").exists()
+    (run,) = catalog.runs()
+    assert run["status"] == "failed" and run["error"].startswith("interrupted")
+    (failure,) = failures.failures(catalog)
+    assert failure["flow_run_id"] == owner["flow_run_id"] and failure["state"] == "Crashed"
 
 
 def test_file_urls_for_sources_and_versions(tmp_path, sms_spam):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from distributed import Client, LocalCluster
+from helpers import sms_rows, write_jsonl
 from typer.testing import CliRunner
 
 from flows.cli import app
@@ -25,11 +26,15 @@ def run_with(config: Path, runner: dict, workdir: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project):
+def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_spam):
+    with_key = {**sms_rows(sms_spam, 700, 701)[0], "id": "sms-with-key"}
+    with_key["text"] = "the deploy key is AKIA" + "Z7XQ4MBN2VRC6TLE" + " keep it safe"
+    write_jsonl(sms_project.parent / "data" / "sms-9.jsonl", [with_key])  # queued for review
     whole = run_with(sms_project, {"kind": "local"}, "./work-whole")
     parts = run_with(sms_project, {"kind": "local", "part_rows": 97, "workers": 2}, "./work-parts")
     assert parts["dataset_hash"] == whole["dataset_hash"]
     assert parts["reasons"] == whole["reasons"] and parts["changes"] == whole["changes"]
+    assert parts["review"] == whole["review"] and whole["review"]["queued_new"] > 0
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
