@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import orjson
@@ -118,3 +124,34 @@ def reference_shingles(text: str, n: int = 5) -> set[str]:
 
 def jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b)
+
+
+@dataclass
+class WebhookReceiver:
+    url: str
+    received: list[dict]  # the JSON bodies POSTed to it, in order
+
+
+@contextmanager
+def webhook_receiver() -> Iterator[WebhookReceiver]:
+    """A local HTTP server that answers 204 to JSON POSTs (the alerts of flows/alerts.py)."""
+    received: list[dict] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield WebhookReceiver(f"http://127.0.0.1:{server.server_port}/hook", received)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

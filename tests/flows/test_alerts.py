@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import SimpleNamespace
 
 import pytest
-from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
+from helpers import SMS_SOURCE, sms_rows, webhook_receiver, write_jsonl, write_project
 from prefect.client.schemas.objects import FlowRun
 from prefect.states import Crashed
 from typer.testing import CliRunner
@@ -28,24 +26,8 @@ AWS_KEY = "AKIA" + "Z7XQ4MBN2VRC6TLE"  # built here so no scanner flags this fil
 
 @pytest.fixture
 def receiver():
-    """A local webhook receiver: the JSON bodies it was sent."""
-    received: list[dict] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self):
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", received
-    server.shutdown()
-    thread.join()
+    with webhook_receiver() as found:
+        yield found.url, found.received
 
 
 @pytest.mark.usefixtures("prefect_server")

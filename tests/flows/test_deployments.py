@@ -17,16 +17,21 @@ import re
 import string
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from uuid import UUID
 
 import polars as pl
 import pytest
-from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
+from helpers import (
+    SMS_SOURCE,
+    WebhookReceiver,
+    sms_rows,
+    webhook_receiver,
+    write_jsonl,
+    write_project,
+)
 from prefect_services import PrefectServer, Service, alive, running_server
 
 from data_catalog import failures, review_queue
@@ -81,37 +86,15 @@ def prefect(tmp_path_factory, project: Project):
         yield server
 
 
-@dataclass
-class Receiver:
-    url: str
-    received: list[dict]
-
-
 @pytest.fixture(scope="module")
 def receiver():
-    """A local webhook receiver (the alerts of flows/alerts.py): the JSON bodies it was sent."""
-    received: list[dict] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self):
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield Receiver(f"http://127.0.0.1:{server.server_port}/hook", received)
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    """A local webhook receiver for the alerts of failed runs."""
+    with webhook_receiver() as found:
+        yield found
 
 
 @pytest.fixture
-def worker(prefect: PrefectServer, project: Project, receiver: Receiver):
+def worker(prefect: PrefectServer, project: Project, receiver: WebhookReceiver):
     """The plain worker of the pool, started once and kept for the next tests; it sends the
     alerts of failed runs to `receiver`, and records them in the project's catalog when a
     run's config cannot be read."""
