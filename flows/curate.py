@@ -251,11 +251,10 @@ def govern_part_task(plan: RunPlan, input_dir: str, part: int, offset: int) -> d
 
 
 @flow(name="govern-parts")
-def govern_parts(plan: RunPlan, input_dir: str, records: int) -> list[dict[str, Any]]:
+def govern_parts(plan: RunPlan, input_dir: str, offsets: list[int]) -> list[dict[str, Any]]:
     """Map governance over parts of `runner.part_rows` records, on the configured runner."""
-    offsets = range(0, max(records, 1), plan.config.runner.part_rows)
     futures = govern_part_task.map(
-        plan, unmapped(input_dir), part=list(range(len(offsets))), offset=list(offsets)
+        plan, unmapped(input_dir), part=list(range(len(offsets))), offset=offsets
     )
     return futures.result()
 
@@ -275,9 +274,13 @@ def govern_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     records = pl.scan_parquet(Path(input_dir) / "*.parquet").select(pl.len()).collect().item()
     # the parts get only what governance reads: no parent version, eval sets or test lock
     slim = replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
-    parts = govern_parts.with_options(task_runner=task_runner(plan.config.runner))(
-        slim, input_dir, records
-    )
+    offsets = list(range(0, max(records, 1), plan.config.runner.part_rows))
+    if len(offsets) == 1 and plan.config.runner.kind == "local":  # nothing to spread
+        parts = [govern_part_task.fn(slim, input_dir, part=0, offset=0)]
+    else:
+        parts = govern_parts.with_options(task_runner=task_runner(plan.config.runner))(
+            slim, input_dir, offsets
+        )
     stats = add_counts([part["stats"] for part in parts])
     items = pl.concat([pl.read_parquet(part["review_items"]) for part in parts])
     stats["queued_new"] = _enqueue_for_review(plan, items)
