@@ -38,8 +38,14 @@ test: $(STAMP) test-services
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
-bench: $(STAMP)
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]" && $(BIN)/python bench/bench_spine.py && $(BIN)/python bench/bench_secrets.py && $(BIN)/python bench/bench_dedup.py && $(BIN)/python bench/bench_contamination.py && $(BIN)/python bench/bench_training.py && $(BIN)/python bench/bench_runners.py
+# datatrove, the quality bench's peer, lives in its own environment
+DATATROVE := bench/out/datatrove-venv/bin/python
+$(DATATROVE):
+	$(PYTHON) -m venv bench/out/datatrove-venv
+	$@ -m pip install -q datatrove==0.10.1 regex nltk spacy pyarrow
+
+bench: $(STAMP) $(DATATROVE)
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]" && $(BIN)/python bench/bench_spine.py && $(BIN)/python bench/bench_secrets.py && $(BIN)/python bench/bench_dedup.py && $(BIN)/python bench/bench_contamination.py && $(BIN)/python bench/bench_training.py && $(BIN)/python bench/bench_runners.py && $(BIN)/python bench/bench_quality.py
 
 clean:
 	rm -rf $(VENV) demo work bench/out

@@ -37,6 +37,7 @@ from flows.governance_cli import (
     forget,
     review_app,
 )
+from flows.quality_cli import quality_app
 from flows.secrets_cli import secrets_app
 from flows.split_cli import split_app
 from flows.train_cli import print_summary as print_train_summary
@@ -103,6 +104,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
         for name, counts in summary["splits"].items()
     )
     stderr.print(f"splits: {splits}")
+    quality = summary["quality"]
+    languages = sorted(quality["languages"].items(), key=lambda item: -item[1])[:3]
+    stderr.print(
+        f"quality: dropped {sum(quality['dropped_by_source_and_reason'].values())}, "
+        f"{quality['lines_removed']} line(s) removed from {quality['records_with_lines_removed']} "
+        f"record(s); languages {', '.join(f'{code} {n}' for code, n in languages) or 'not judged'}"
+    )
     dedup = ", ".join(
         f"{method} dropped {stats['dropped']}"
         + (
@@ -403,6 +411,7 @@ app.add_typer(secrets_app, name="secrets")
 app.add_typer(split_app, name="split")
 app.add_typer(eval_app, name="eval")
 app.add_typer(contamination_app, name="contamination")
+app.add_typer(quality_app, name="quality")
 app.command()(dedup)
 app.command()(train)
 app.command()(deploy)

@@ -1,5 +1,5 @@
-"""The `curate` flow: ingest → govern → exact, near (MinHash) and semantic dedup → split
-(with its leakage check) → contamination → publish → commit, one task per stage.
+"""The `curate` flow: ingest → govern → quality → exact, near (MinHash) and semantic dedup →
+split (with its leakage check) → contamination → publish → commit, one task per stage.
 
 Tasks pass paths and small summaries, never frames: each stage reads the previous stage's
 Parquet output under the run folder and writes its own. The run folder keeps the ledger,
@@ -40,6 +40,7 @@ from pipeline.ingest import INTERMEDIATE_PARQUET, ingest
 from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.near_dedup import near_dedup
 from pipeline.publish import MANIFEST, NOT_PUBLISHED, StagedVersion, publish
+from pipeline.quality import quality
 from pipeline.reader import read_version
 from pipeline.semantic_dedup import semantic_dedup
 from pipeline.split import split
@@ -301,25 +302,30 @@ def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(sorted(total.items()))
 
 
+@task(name="quality", **TASK_OPTIONS)
+def quality_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "quality", 3, quality, plan.config.quality, input_dir)
+
+
 @task(name="exact_dedup", **TASK_OPTIONS)
 def exact_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "exact_dedup", 3, exact_dedup, plan.config.dedup, input_dir)
+    return _run_stage(plan, "exact_dedup", 4, exact_dedup, plan.config.dedup, input_dir)
 
 
 @task(name="near_dedup", **TASK_OPTIONS)
 def near_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "near_dedup", 4, near_dedup, plan.config.dedup, input_dir)
+    return _run_stage(plan, "near_dedup", 5, near_dedup, plan.config.dedup, input_dir)
 
 
 @task(name="semantic_dedup", **TASK_OPTIONS)
 def semantic_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "semantic_dedup", 5, semantic_dedup, plan.config.dedup, input_dir)
+    return _run_stage(plan, "semantic_dedup", 6, semantic_dedup, plan.config.dedup, input_dir)
 
 
 @task(name="split", **TASK_OPTIONS)
 def split_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     """Split, then prove it: no group, cluster or content in two splits, or the run fails."""
-    assigned = _run_stage(plan, "split", 6, split, plan.config.split, input_dir)
+    assigned = _run_stage(plan, "split", 7, split, plan.config.split, input_dir)
     check_disjoint(
         pl.scan_parquet(Path(assigned["path"]) / "*.parquet"), leakage_columns(plan.config.split)
     )
@@ -328,7 +334,7 @@ def split_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
 
 @task(name="contamination", **TASK_OPTIONS)
 def contamination_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "contamination", 7, contamination, plan.config.contamination, input_dir)
+    return _run_stage(plan, "contamination", 8, contamination, plan.config.contamination, input_dir)
 
 
 def _staging_dir(plan: RunPlan) -> Path:
@@ -373,7 +379,7 @@ def publish_task(plan: RunPlan, input_dir: str, split_stats: dict) -> dict[str, 
         staging,
         extra={"code_version": code_version(), "sources": sources, **split_facts},
     )
-    ledger.write_part(staged.events, plan.ledger_dir, "8-publish")
+    ledger.write_part(staged.events, plan.ledger_dir, "9-publish")
     return {
         "path": str(staging),
         "dataset_hash": staged.dataset_hash,
@@ -411,6 +417,7 @@ def summarize(
     committed: dict[str, Any],
     split_stats: dict,
     govern_stats: dict,
+    quality_stats: dict,
     dedup_stats: dict,
     contamination_stats: dict,
 ) -> dict[str, Any]:
@@ -426,6 +433,7 @@ def summarize(
         **committed["counts"],
         "reasons": ledger.counts_by_reason(events, terminal=True),
         "changes": ledger.counts_by_reason(events, terminal=False),  # edits and moves
+        "quality": quality_stats,
         "dedup": dedup_stats,
         "splits": _published_splits(version_dir),
         "split": {
@@ -476,7 +484,8 @@ def curate(config_path: str) -> dict[str, Any]:
         ingested = ingest_task(plan)
         records_in = ingested["stats"]["records_in"]
         governed = govern_task(plan, ingested["path"])
-        exact = exact_dedup_task(plan, governed["path"])
+        checked_quality = quality_task(plan, governed["path"])
+        exact = exact_dedup_task(plan, checked_quality["path"])
         near = near_dedup_task(plan, exact["path"])
         semantic = semantic_dedup_task(plan, near["path"])
         assigned = split_task(plan, semantic["path"])
@@ -494,6 +503,7 @@ def curate(config_path: str) -> dict[str, Any]:
             committed,
             assigned["stats"],
             governed["stats"],
+            checked_quality["stats"],
             dedup_stats,
             checked["stats"],
         )

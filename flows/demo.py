@@ -151,6 +151,11 @@ def write_demo_config(directory: Path) -> Path:
             # Debian packages ship under their own free licenses, most of them copyleft
             "licenses": {"classes": {"LicenseRef-Debian-package-terms": "share-alike"}},
         },
+        "quality": {
+            # SMS and questions are short by nature; changelog entries are lists, not prose
+            "profiles": {"debian-changelogs": "code"},
+            "language": {"allow": ["en"], "min_confidence": 0.8},
+        },
         "dedup": {
             "exact": True,
             "minhash": {"threshold": 0.8, "num_perm": 128, "ngram": 5, "verify": True},

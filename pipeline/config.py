@@ -19,7 +19,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import ConfigError
+from pipeline.gopher import GopherThresholds
 from pipeline.licenses import LICENSE_CLASSES, check_expression
+from pipeline.line_rules import LineRules
 from training.config import TrainConfig
 
 SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
@@ -200,6 +202,31 @@ def _switch(value: Any) -> Any:
     if value is False:
         return None
     return value
+
+
+QUALITY_PROFILES = ("prose", "short_messages", "code", "none")
+
+
+class LanguageConfig(Strict):
+    allow: list[Annotated[str, Field(pattern=r"^[a-z]{2,3}$")]] | None = Field(
+        None, description="ISO 639-1 codes to keep, e.g. [en]; null: any (recorded, not filtered)"
+    )
+    min_confidence: Annotated[float, Field(ge=0, le=1)] = 0.5
+    min_words: Annotated[int, Field(ge=0)] = Field(
+        5, description="shorter texts are not judged by their language"
+    )
+
+
+class QualityConfig(Strict):
+    """Per source a filter profile: prose (Gopher, C4, FineWeb, encoding, language),
+    short_messages (encoding, lorem ipsum, language: never a drop for being short), code
+    (encoding), none. Sources not named get `default_profile`."""
+
+    default_profile: Literal[QUALITY_PROFILES] = "short_messages"
+    profiles: dict[str, Literal[QUALITY_PROFILES]] = {}
+    language: LanguageConfig = LanguageConfig()
+    gopher: GopherThresholds = GopherThresholds()
+    lines: LineRules = LineRules()
 
 
 class DedupConfig(Strict):
@@ -530,6 +557,7 @@ class RunConfig(Strict):
     workdir: str = "./work"
     sources: str | list[SourceDeclaration]
     policy: PolicyConfig = PolicyConfig()
+    quality: QualityConfig = QualityConfig()
     dedup: DedupConfig = DedupConfig()
     split: SplitConfig = SplitConfig()
     contamination: ContaminationConfig = ContaminationConfig()
@@ -555,9 +583,7 @@ class RunConfig(Strict):
 
 
 # Sections of DESIGN.md's run config whose stages are not built yet.
-PLANNED_SECTIONS = {
-    "quality": "the quality-filtering stage",
-}
+PLANNED_SECTIONS: dict[str, str] = {}
 
 # Settings that change where or how a run happens, or what is trained on it, not what it publishes.
 _NOT_IN_CONFIG_HASH = {"workdir", "runner", "alerts", "train"}
@@ -594,6 +620,13 @@ def load_run_config(path: str | Path) -> RunConfig:
     except ValidationError as error:
         raise ConfigError(_explain(error, path, raw, lines)) from None
     declared = [source.name for source in cfg.source_list]
+    unknown = [name for name in cfg.quality.profiles if name not in declared]
+    if unknown:
+        line = lines.get(("quality", "profiles", unknown[0]))
+        raise ConfigError(
+            f"invalid config:\n  {path}:{line}: quality.profiles.{unknown[0]}: no source of this "
+            f"name is declared (declared: {', '.join(declared)})"
+        )
     unknown = [name for name in cfg.policy.sources if name not in declared]
     if unknown:
         line = lines.get(("policy", "sources", unknown[0]))

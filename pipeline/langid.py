@@ -1,4 +1,5 @@
-"""Language identification offline: py3langid's bundled model (97 languages, ISO 639-1).
+"""Language identification offline: py3langid's bundled model (ISO 639 codes: mostly two
+letters, three where ISO 639-1 has none, e.g. pcm for Nigerian Pidgin).
 
 One Python call per record (~30k short texts/s on one core): the only per-record loop of the
 quality stage, and it runs only over the records whose language is judged.

@@ -1,242 +1,235 @@
-"""Gopher's quality and repetition rules (Rae et al. 2021, as datatrove 0.10.1 implements
-them), vectorized in polars.
+"""The quality stage: each source's filter profile, language identification, C4 line
+removals, and the Gopher, C4, FineWeb and encoding rules; every drop names its rule, the
+measured value and the bound.
 
-Words are the tokens of a regex tokenizer that splits like spaCy's blank English one
-(punctuation marks are tokens of their own, clitics split off). Every quantity and the order
-of the checks follow datatrove's GopherQualityFilter then GopherRepetitionFilter, so the
-reasons carry datatrove's names; duplicated 5-10-grams count the characters of every word
-covered by a repeated n-gram (datatrove scans greedily; bench/README.md measures the
-agreement). N-grams are compared by a hash of their words, within one document only.
+Profiles: `prose` applies everything; `short_messages` the encoding rules, lorem ipsum and
+the language when identified with `min_confidence` (texts under `language.min_words` words
+are not judged by it; an uncertain language drops only prose), never a rule about length; `code` the encoding rules; `none` nothing. Order of the drops: encoding, then
+language, then C4 and FineWeb, then Gopher (on the text after line removals).
 """
 
 from __future__ import annotations
 
-import re
-
 import polars as pl
-from pydantic import BaseModel, ConfigDict
 
-_CLITICS = (
-    (r"(\p{L})(n't)\b", "${1} ${2}"),
-    (r"(\p{L})(['’](?:s|m|d|ll|re|ve))\b", "${1} ${2}"),
-    (r"\b([Cc]an)(not)\b", "${1} ${2}"),
-    (r"\b([Gg]on|[Ww]an)(na)\b", "${1} ${2}"),
-)
-TOKEN = (
-    r"https?://[^\s<>\"]+[^\s<>\".,;:!?)\]}']"
-    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-    r"|\b(?:Mr|Mrs|Ms|Dr|Inc|Jr|Sr|St|Co|Corp|Ltd|vs|Mt|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept"
-    r"|Oct|Nov|Dec)\."
-    r"|(?:\p{L}\.){2,}"
-    r"|and/or|:-?[()DPp*]|\):|<3|''|``"
-    r"|\+\p{N}+"
-    r"|\p{N}+(?:[.,:]\p{N}+)+"
-    r"|[\p{L}\p{N}]*\p{L}(?:-\p{N}[\p{L}\p{N}]*)+"
-    r"|[\p{L}\p{N}]+(?:[._'’][\p{L}\p{N}]+)*"
-    r"|\.{2,}|-{2,}|n't|['’](?:s|m|d|ll|re|ve)"
-    r"|[^\s\p{L}\p{N}]"
-)
-# datatrove's PUNCTUATION_SET without its rare terminal marks of other scripts: a token made
-# only of these is a symbol, not a word
-_PUNCTUATION = (
-    "!/—”:％１〈&(、━\\【#%「」，】；+^]~“《„';’{|∶´[=-`*．（–？！：$～«〉,><》)?）。…@_.\"}►»"
-)
-_SYMBOL_TOKEN = (
-    "^[" + re.escape(_PUNCTUATION).replace("-", r"\-") + r"\x00-\x08\x0b-\x1f\x7f-\x9f]+$"
-)
-STOP_WORDS = ["the", "be", "to", "of", "and", "that", "have", "with"]
-_SPLITLINES = r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
-_BATCH = 50_000  # documents per pass: their tokens, exploded, stay in memory
+from pipeline import ledger, reasons
+from pipeline.config import QualityConfig
+from pipeline.gopher import gopher_decisions, gopher_signals, rules
+from pipeline.identity import xxh3_128_hex
+from pipeline.langid import identify
+from pipeline.line_rules import LineRules, apply_line_rules
+from pipeline.normalize import normalize_text
+from pipeline.stage import RunContext, StageResult
+
+__all__ = ["gopher_decisions", "measure", "quality"]
+
+STAGE = "quality"
+_ENCODING_ONLY = {
+    "c4_terminal_punctuation": False,
+    "c4_min_words_per_line": None,
+    "c4_max_word_length": None,
+    "c4_javascript": False,
+    "c4_policy": False,
+    "c4_curly_braces": False,
+    "fineweb_line_punct_ratio": None,
+    "fineweb_short_line_ratio": None,
+    "fineweb_char_duplicates_ratio": None,
+    "fineweb_new_line_ratio": None,
+}
 
 
-class GopherThresholds(BaseModel):
-    """datatrove's defaults; a None disables a check."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min_doc_words: int | None = 50
-    max_doc_words: int | None = 100_000
-    min_avg_word_length: float | None = 3
-    max_avg_word_length: float | None = 10
-    max_symbol_word_ratio: float | None = 0.1
-    max_bullet_lines_ratio: float | None = 0.9
-    max_ellipsis_lines_ratio: float | None = 0.3
-    min_alpha_words_ratio: float | None = 0.8
-    min_stop_words: int | None = 2
-    dup_para_frac: float | None = 0.3
-    dup_para_char_frac: float | None = 0.2
-    dup_line_frac: float | None = 0.3
-    dup_line_char_frac: float | None = 0.2
-    top_n_grams: dict[int, float] = {2: 0.2, 3: 0.18, 4: 0.16}
-    dup_n_grams: dict[int, float] = {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
+def profile_rules(cfg: QualityConfig) -> dict[str, LineRules | None]:
+    """The line rules each profile applies (None: none)."""
+    encoding = cfg.lines.model_copy(update={**_ENCODING_ONLY, "c4_lorem_ipsum": False})
+    return {
+        "prose": cfg.lines,
+        "short_messages": cfg.lines.model_copy(update=_ENCODING_ONLY),
+        "code": encoding,
+        "none": None,
+    }
 
 
-def tokens(text: pl.Expr) -> pl.Expr:
-    for pattern, replacement in _CLITICS:
-        text = text.str.replace_all(pattern, replacement)
-    return text.str.extract_all(TOKEN)
-
-
-def _duplicates(parts: pl.Expr, prefix: str) -> list[pl.Expr]:
-    """Parts equal to an earlier part of the same document: their share, and their chars."""
-    later = pl.element().is_first_distinct().not_()
-    return [
-        parts.list.eval(later.sum()).list.first().alias(f"{prefix}_dups"),
-        parts.list.eval(pl.element().filter(later).str.len_chars().sum())
-        .list.first()
-        .alias(f"{prefix}_dup_chars"),
-        parts.list.len().alias(f"{prefix}_count"),
-    ]
-
-
-def document_signals(texts: pl.DataFrame) -> pl.DataFrame:
-    """Per document (columns record_id, text): every quantity the Gopher rules test."""
-    words = pl.col("_tokens")
-    is_word = pl.element().str.contains(_SYMBOL_TOKEN).not_()
-    lines = pl.col("text").str.replace_all(_SPLITLINES, "\n").str.strip_suffix("\n").str.split("\n")
-    stripped_lines = pl.element().str.strip_chars()
-    return texts.with_columns(_tokens=tokens(pl.col("text"))).select(
+def measure(records: pl.DataFrame, cfg: QualityConfig) -> pl.DataFrame:
+    """Per record (record_id, source, text in): profile, language, score, the text after
+    line removals, the removals, every measured quantity, and `reason` (null: it passes)."""
+    profiles = records.select(
         "record_id",
-        pl.col("text").str.len_chars().alias("chars"),
-        words.list.len().alias("tokens"),
-        words.list.eval(is_word.sum()).list.first().alias("words"),
-        words.list.eval(pl.element().filter(is_word).str.len_chars().mean())
-        .list.first()
-        .alias("mean_word_length"),
-        pl.col("text").str.count_matches("#", literal=True).alias("hashes"),
-        (
-            pl.col("text").str.count_matches(r"\.\.\.")
-            + pl.col("text").str.count_matches("…", literal=True)
-        ).alias("ellipses"),
-        lines.list.eval(stripped_lines.str.starts_with("•") | stripped_lines.str.starts_with("-"))
-        .list.mean()
-        .alias("bullet_lines"),
-        lines.list.eval(stripped_lines.str.ends_with("...") | stripped_lines.str.ends_with("…"))
-        .list.mean()
-        .alias("ellipsis_lines"),
-        words.list.eval(pl.element().str.contains(r"\p{L}").sum()).list.first().alias("alpha"),
-        words.list.eval(pl.element().filter(pl.element().is_in(STOP_WORDS)).n_unique())
-        .list.first()
-        .alias("stop_words"),
-        *_duplicates(
-            pl.col("text").str.strip_chars().str.replace_all(r"\n{2,}", "\x00").str.split("\x00"),
-            "para",
-        ),
-        *_duplicates(pl.col("text").str.replace_all(r"\n+", "\n").str.split("\n"), "line"),
+        pl.col("source")
+        .replace_strict(cfg.profiles, default=cfg.default_profile, return_dtype=pl.String)
+        .alias("profile"),
     )
-
-
-def ngram_signals(texts: pl.DataFrame, top: list[int], repeated: list[int]) -> pl.DataFrame:
-    """Per document: chars of its most frequent n-gram times its count (n in `top`), and chars
-    of the words covered by an n-gram seen earlier in it (n in `repeated`)."""
-    listed = texts.select(tokens(pl.col("text")).alias("token")).with_row_index("_doc")
-    lengths = listed.select(pl.col("token").list.len().alias("_len"))["_len"]
-    starts = (lengths.cum_sum() - lengths).alias("_start")
-    exploded = (
-        listed.with_columns(lengths, starts)
-        .explode("token")
-        .drop_nulls("token")
-        .with_row_index("_row")
-        .select(
-            "_doc",
-            (pl.col("_row") - pl.col("_start")).alias("_pos"),
-            "_len",
-            pl.col("token").str.len_chars().alias("_chars"),
-            # the document is part of every key: n-grams repeat within a document only
-            pl.struct("_doc", pl.col("token").hash()).hash().alias("_key"),
-        )
-    )
-    out = texts.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_doc"))
-    grams = exploded.with_columns(
-        pl.col("_key").alias("_gram_key"), pl.col("_chars").alias("_gram")
-    )
-    for n in range(2, max([*top, *repeated], default=1) + 1):
-        grams = grams.with_columns(  # the n-gram at each position, from the (n-1)-gram
-            pl.struct(pl.col("_gram_key"), pl.col("_key").shift(-(n - 1)).alias("_next"))
-            .hash()
-            .alias("_gram_key"),
-            pl.col("_gram") + pl.col("_chars").shift(-(n - 1)),
-            (pl.col("_pos") + n <= pl.col("_len")).alias("_valid"),
-        )
-        if n not in top and n not in repeated:
+    parts = []
+    for profile, line_rules in profile_rules(cfg).items():
+        chosen = records.join(profiles.filter(pl.col("profile") == profile), on="record_id")
+        if chosen.height == 0:
             continue
-        if n in top:
-            counted = (
-                grams.filter("_valid")
-                .group_by("_doc", "_gram_key")
-                .agg(pl.len().alias("count"), pl.col("_pos").min(), pl.col("_gram").first())
-                .sort(["_doc", "count", "_pos"], descending=[False, True, False])
-                .group_by("_doc", maintain_order=True)
-                .first()
-                .select("_doc", ((pl.col("_gram") + n - 1) * pl.col("count")).alias(f"top_{n}"))
+        if line_rules is None:
+            measured = _unfiltered(chosen)
+        else:
+            lined = apply_line_rules(
+                chosen.select("record_id", "text"), line_rules, line_removals=profile == "prose"
+            ).rename({"reason": "line_reason"})
+            measured = chosen.select("record_id", "profile").join(
+                lined, on="record_id", maintain_order="left"
             )
-            out = out.join(counted, on="_doc", how="left", maintain_order="left")
-        if n in repeated:
-            later = pl.col("_valid") & pl.col("_gram_key").is_first_distinct().not_()
-            covered = (
-                grams.with_columns(later.cast(pl.Int8).rolling_max(n, min_samples=1).alias("_cov"))
-                .group_by("_doc")
-                .agg((pl.col("_chars") * pl.col("_cov")).sum().alias(f"dup_{n}"))
-            )
-            out = out.join(covered, on="_doc", how="left", maintain_order="left")
-    return out.drop("_doc")
+        if profile == "prose":
+            gopher = gopher_signals(measured.lazy(), cfg.gopher, all_records=False)
+            measured = measured.hstack(gopher.drop("record_id"))  # same rows, same order
+        parts.append(measured)
+    if not parts:  # no records
+        parts.append(_unfiltered(records.with_columns(profile=pl.lit("none"))))
+    measured = pl.concat(parts, how="diagonal_relaxed")
+    measured = measured.hstack(_languages(measured, cfg))
+    return measured.with_columns(_reason(cfg, gopher="words" in measured.columns).alias("reason"))
 
 
-def reason(t: GopherThresholds, ngrams: bool = True) -> pl.Expr:
-    """The first Gopher rule a document breaks, in datatrove's order (null: it passes);
-    without `ngrams`, of the rules before the n-gram ones."""
-    chars = pl.col("chars")
-    ratio = {  # name: (quantity, threshold, broken when the quantity is below it)
-        "gopher_short_doc": (pl.col("words"), t.min_doc_words, True),
-        "gopher_long_doc": (pl.col("words"), t.max_doc_words, False),
-        "gopher_below_avg_threshold": (pl.col("mean_word_length"), t.min_avg_word_length, True),
-        "gopher_above_avg_threshold": (pl.col("mean_word_length"), t.max_avg_word_length, False),
-        "gopher_too_many_hashes": (pl.col("hashes") / pl.col("tokens"), t.max_symbol_word_ratio, False),
-        "gopher_too_many_ellipsis": (pl.col("ellipses") / pl.col("tokens"), t.max_symbol_word_ratio, False),
-        "gopher_too_many_bullets": (pl.col("bullet_lines"), t.max_bullet_lines_ratio, False),
-        "gopher_too_many_end_ellipsis": (pl.col("ellipsis_lines"), t.max_ellipsis_lines_ratio, False),
-        "gopher_below_alpha_threshold": (pl.col("alpha") / pl.col("tokens"), t.min_alpha_words_ratio, True),
-        "gopher_enough_stop_words": (pl.col("stop_words"), t.min_stop_words, True),
-        "dup_para_frac": (pl.col("para_dups") / pl.col("para_count"), t.dup_para_frac, False),
-        "dup_para_char_frac": (pl.col("para_dup_chars") / chars, t.dup_para_char_frac, False),
-        "dup_line_frac": (pl.col("line_dups") / pl.col("line_count"), t.dup_line_frac, False),
-        "dup_line_char_frac": (pl.col("line_dup_chars") / chars, t.dup_line_char_frac, False),
-    }  # fmt: skip
-    if ngrams:
-        for n, bound in sorted(t.top_n_grams.items()):
-            ratio[f"top_{n}_gram"] = (pl.col(f"top_{n}") / chars, bound, False)
-        for n, bound in sorted(t.dup_n_grams.items()):
-            ratio[f"duplicated_{n}_n_grams"] = (pl.col(f"dup_{n}") / chars, bound, False)
-    decided = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
-    for name, (quantity, threshold, below) in ratio.items():
-        if threshold is not None:
-            broken = quantity < threshold if below else quantity > threshold
-            decided = decided.when(broken.fill_null(False)).then(pl.lit(name))
+def _unfiltered(records: pl.DataFrame) -> pl.DataFrame:
+    return records.select(
+        "record_id", "profile", "text", pl.lit(0, pl.UInt32).alias("removed_lines"),
+        pl.lit(None, pl.List(pl.String)).alias("removed"),
+        pl.lit(None, pl.String).alias("line_reason"),
+    )  # fmt: skip
+
+
+def _languages(measured: pl.DataFrame, cfg: QualityConfig) -> pl.DataFrame:
+    judged = pl.col("profile").is_in(["prose", "short_messages"]) & (
+        pl.col("text").str.count_matches(r"\S+") >= cfg.language.min_words
+    )
+    rows = measured.with_row_index("_row").filter(judged)
+    found = identify(rows["text"]).with_columns(rows["_row"])
+    return (
+        measured.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row"))
+        .join(found, on="_row", how="left", maintain_order="left")
+        .drop("_row")
+    )
+
+
+def _reason(cfg: QualityConfig, gopher: bool) -> pl.Expr:
+    language = cfg.language
+    decided = pl.when(pl.col("line_reason").is_in(["mojibake", "invalid_characters"])).then(
+        pl.col("line_reason")
+    )
+    if language.allow is not None:
+        known = pl.col("language").is_not_null()
+        sure = known & (pl.col("language_score") >= language.min_confidence)
+        # informal short texts defeat language identification: only prose is dropped for it
+        decided = decided.when(known & ~sure & (pl.col("profile") == "prose")).then(
+            pl.lit(reasons.LANGUAGE_UNCERTAIN)
+        )
+        decided = decided.when(sure & ~pl.col("language").is_in(language.allow)).then(
+            pl.lit(reasons.LANGUAGE_NOT_ALLOWED)
+        )
+    decided = decided.when(pl.col("line_reason").is_not_null()).then(pl.col("line_reason"))
+    if gopher:  # some records are prose
+        decided = decided.when(pl.col("profile") == "prose").then(_gopher_reason(cfg))
     return decided.otherwise(pl.lit(None, pl.String))
 
 
-def gopher_signals(
-    frame: pl.LazyFrame, t: GopherThresholds | None = None, all_records: bool = True
-) -> pl.DataFrame:
-    """Every Gopher quantity per record (columns record_id, text in), batch by batch. Without
-    `all_records`, the n-gram quantities (the costly ones) are left null for records that an
-    earlier rule drops already."""
-    t = t or GopherThresholds()
-    texts = frame.select("record_id", "text").collect()
-    parts = []
-    for batch in texts.iter_slices(_BATCH):
-        signals = document_signals(batch).with_row_index("_row")
-        todo = signals if all_records else signals.filter(reason(t, ngrams=False).is_null())
-        grams = ngram_signals(
-            batch[todo["_row"]], list(t.top_n_grams), list(t.dup_n_grams)
-        ).with_columns(todo["_row"])
-        parts.append(signals.join(grams, on="_row", how="left", maintain_order="left").drop("_row"))
-    return pl.concat(parts, how="diagonal_relaxed") if parts else document_signals(texts)
+def _gopher_reason(cfg: QualityConfig) -> pl.Expr:
+    decided = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
+    for name, (quantity, bound, below) in rules(cfg.gopher).items():
+        broken = quantity < bound if below else quantity > bound
+        decided = decided.when(broken.fill_null(False)).then(pl.lit(name))
+    return decided.otherwise(pl.lit(None, pl.String))
 
 
-def gopher_decisions(frame: pl.LazyFrame, t: GopherThresholds | None = None) -> pl.DataFrame:
-    """record_id and the Gopher reason that drops it (null: kept), in datatrove's names."""
-    t = t or GopherThresholds()
-    return gopher_signals(frame, t, all_records=False).select(
-        "record_id", reason(t).alias("reason")
+def _line_rule_bounds(cfg: QualityConfig) -> dict[str, tuple[str, float | None]]:
+    lines = cfg.lines
+    return {
+        "mojibake": ("mojibake_ratio", lines.max_mojibake_ratio),
+        "invalid_characters": ("control_ratio", lines.max_control_char_ratio),
+        "fineweb_line_punct": ("line_punct_ratio", lines.fineweb_line_punct_ratio),
+        "fineweb_short_lines": ("short_line_ratio", lines.fineweb_short_line_ratio),
+        "fineweb_char_duplicates": ("char_duplicates_ratio", lines.fineweb_char_duplicates_ratio),
+        "fineweb_list_like": ("new_line_ratio", lines.fineweb_new_line_ratio),
+    }
+
+
+def _evidence(cfg: QualityConfig, columns: list[str]) -> pl.Expr:
+    """What a dropped record measured against which bound."""
+    value = pl.when(pl.col("reason").is_in(reasons.LANGUAGE_REASONS)).then(pl.col("language_score"))
+    bound = pl.when(pl.col("reason").is_in(reasons.LANGUAGE_REASONS)).then(
+        pl.lit(cfg.language.min_confidence)
     )
+    for name, (quantity, threshold, _) in (rules(cfg.gopher) if "words" in columns else {}).items():
+        value = value.when(pl.col("reason") == name).then(quantity.cast(pl.Float64))
+        bound = bound.when(pl.col("reason") == name).then(pl.lit(float(threshold)))
+    for name, (column, threshold) in _line_rule_bounds(cfg).items():
+        if column in columns and threshold is not None:
+            value = value.when(pl.col("reason") == name).then(pl.col(column).cast(pl.Float64))
+            bound = bound.when(pl.col("reason") == name).then(pl.lit(float(threshold)))
+    return pl.struct(
+        "profile",
+        "language",
+        pl.col("language_score").round(4).alias("score"),
+        value.otherwise(None).round(4).alias("value"),
+        bound.otherwise(None).alias("bound"),
+    )
+
+
+def quality(frame: pl.LazyFrame, cfg: QualityConfig, ctx: RunContext) -> StageResult:
+    records = frame.select("record_id", "source", "text").collect()
+    measured = measure(records, cfg).join(
+        records.select("record_id", "source"), on="record_id", maintain_order="left"
+    )
+    dropped = measured.filter(pl.col("reason").is_not_null()).with_columns(
+        _evidence(cfg, measured.columns).alias("_evidence")
+    )
+    edited = measured.filter(pl.col("reason").is_null() & (pl.col("removed_lines") > 0))
+    edited = edited.with_columns(normalize_text(edited["text"]))  # as ingest leaves text
+    edits = edited.select(
+        "record_id",
+        pl.col("text").alias("_text"),
+        xxh3_128_hex(edited["text"]).alias("_hash"),
+    )
+    kept = (
+        frame.join(dropped.lazy().select("record_id"), on="record_id", how="anti")
+        .join(edits.lazy(), on="record_id", how="left")
+        .with_columns(
+            pl.coalesce("_text", "text").alias("text"),
+            pl.coalesce("_hash", "content_hash").alias("content_hash"),
+        )
+        .drop("_text", "_hash")
+    )
+    events = pl.concat(
+        [
+            ledger.empty(),
+            ledger.events(
+                edited, stage=STAGE, action=reasons.EDITED, reason=reasons.LINES_REMOVED,
+                evidence=pl.struct(pl.col("removed").alias("rules")),
+            ),
+            ledger.events(
+                dropped, stage=STAGE, action=reasons.DROPPED, reason=pl.col("reason"),
+                evidence=pl.col("_evidence"),
+            ),
+        ]
+    )  # fmt: skip
+    return StageResult(frame=kept, events=events, stats=_stats(measured, dropped))
+
+
+def _stats(measured: pl.DataFrame, dropped: pl.DataFrame) -> dict:
+    def count(frame: pl.DataFrame, *columns: str) -> dict[str, int]:
+        rows = frame.group_by(columns).len().sort(columns).iter_rows()
+        return {":".join(str(v) for v in row[:-1]): row[-1] for row in rows}
+
+    # per rule, the drops measured closest to its bound: what a user tunes it by (ids, not text)
+    nearest = (
+        dropped.unnest("_evidence", separator=".")
+        .filter(pl.col("_evidence.value").is_not_null())
+        .sort((pl.col("_evidence.value") - pl.col("_evidence.bound")).abs(), "record_id")
+        .group_by("reason", maintain_order=True)
+        .head(3)
+    )
+    boundary: dict[str, list] = {}
+    for row in nearest.iter_rows(named=True):
+        boundary.setdefault(row["reason"], []).append(
+            {"record_id": row["record_id"], "source": row["source"],
+             "value": row["_evidence.value"], "bound": row["_evidence.bound"]}
+        )  # fmt: skip
+    return {
+        "dropped_by_source_and_reason": count(dropped, "source", "reason"),
+        "nearest_to_bound": dict(sorted(boundary.items())),
+        "languages": count(measured.filter(pl.col("language").is_not_null()), "language"),
+        "records_with_lines_removed": measured.filter(pl.col("removed_lines") > 0).height,
+        "lines_removed": int(measured["removed_lines"].sum()),
+    }

@@ -53,3 +53,14 @@ DELETION_REQUEST = "deletion_request"
 REVIEW_REJECTED = "review_rejected"  # a reviewer rejected this content earlier
 REVIEW_APPROVED = "review_approved"
 SECRET_FALSE_POSITIVE = "secret_false_positive"  # approval of a secret finding
+
+# Quality (pipeline/quality.py). Drops name the rule: Gopher's in datatrove's names
+# (gopher_short_doc … gopher_enough_stop_words, dup_para_frac … duplicated_10_n_grams),
+# C4's and FineWeb's (pipeline/line_rules.py: c4_lorem_ipsum, c4_curly_braces,
+# only_removed_lines, fineweb_line_punct, fineweb_short_lines, fineweb_char_duplicates,
+# fineweb_list_like), encoding (mojibake, invalid_characters) and language. Evidence: profile,
+# language, score, and the measured value against its bound.
+LANGUAGE_NOT_ALLOWED = "language_not_allowed"
+LANGUAGE_UNCERTAIN = "language_uncertain"
+LANGUAGE_REASONS = (LANGUAGE_NOT_ALLOWED, LANGUAGE_UNCERTAIN)
+LINES_REMOVED = "lines_removed"  # edit: C4 line rules removed lines; evidence the rule per line

@@ -98,16 +98,13 @@ def test_config_hash_ignores_paths_workdir_and_runner(tmp_path):
     assert config_hash(three) != config_hash(one)
 
 
-def test_sections_of_later_stages_say_they_are_not_available_yet(tmp_path):
-    with pytest.raises(
-        ConfigError,
-        match=r"c.yaml:[0-9]+: quality: not available in this version: it arrives with the quality-filtering stage",
-    ):
+def test_a_quality_profile_for_an_undeclared_source_is_refused_with_its_line(tmp_path):
+    settings = {"name": "x", "sources": [SMS_SOURCE], "quality": {"profiles": {"smss": "prose"}}}
+    with pytest.raises(ConfigError, match=r"c.yaml:[0-9]+: quality.profiles.smss: no source"):
+        load_run_config(write(tmp_path / "c.yaml", settings))
+    with pytest.raises(ConfigError, match=r"quality.profiles.sms"):
         load_run_config(
-            write(
-                tmp_path / "c.yaml",
-                {"name": "x", "sources": [SMS_SOURCE], "quality": {"min_words": 3}},
-            )
+            write(tmp_path / "d.yaml", {**settings, "quality": {"profiles": {"sms": "poetry"}}})
         )
 
 

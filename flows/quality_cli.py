@@ -1,0 +1,138 @@
+"""`thresher quality explain` (the quality stage alone on a sample of a config's sources) and
+`thresher quality scan` (any jsonl, csv, parquet or text file): per record the profile, the
+language and its score, the decision and the measured values; nothing is published.
+
+JSON lines (`--json`) carry every measured quantity; the table shows the main ones. Record
+text is never printed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import polars as pl
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from flows.cli_common import JsonOption, emit, fail, stderr
+from pipeline.errors import ThresherError
+
+quality_app = typer.Typer(help="Quality filters and language identification.", no_args_is_help=True)
+
+SHOWN = ("profile", "language", "language_score", "words", "mean_word_length", "removed_lines")
+
+
+@quality_app.command("explain")
+def quality_explain(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Run config (YAML).")],
+    source: Annotated[str | None, typer.Option("--source", help="Only this source.")] = None,
+    sample: Annotated[int, typer.Option("--sample", help="Records per source (first N).")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """Run the quality stage alone on the first records of each source; print each decision."""
+    from pipeline.config import load_run_config
+    from pipeline.ingest import ingest
+    from pipeline.quality import measure
+    from pipeline.stage import RunContext
+
+    try:
+        cfg = load_run_config(config)
+        sources = [s for s in cfg.source_list if source in (None, s.name)]
+        if not sources:
+            fail(f"no source {source!r} in {config}")
+        with tempfile.TemporaryDirectory() as scratch:
+            ctx = RunContext(run_id="explain", run_dir=Path(scratch), config=cfg, config_hash="")
+            records = (
+                ingest(sources, ctx, Path(scratch) / "ingest")
+                .frame.select("record_id", "source", "text")
+                .collect()
+            )
+        picked = records.group_by("source", maintain_order=True).head(sample)
+        measured = measure(picked, cfg.quality).join(
+            picked.select("record_id", "source"), on="record_id", maintain_order="left"
+        )
+    except ThresherError as error:
+        fail(str(error))
+    _print(measured, "record_id", as_json)
+
+
+@quality_app.command("scan")
+def quality_scan(
+    path: Path,
+    text_field: Annotated[
+        str, typer.Option("--text-field", help="Field holding the text.")
+    ] = "text",
+    profile: Annotated[
+        str, typer.Option("--profile", help="prose, short_messages, code or none.")
+    ] = "prose",
+    languages: Annotated[
+        str | None, typer.Option("--languages", help="Allowed languages, e.g. en,de.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Score every record of a file: language, quality values and the reason it would be
+    dropped (exit 1 if any would be)."""
+    from flows.secrets_cli import ScanError, _missing_field, _reader
+    from pipeline.config import QUALITY_PROFILES, QualityConfig
+    from pipeline.quality import measure
+
+    if profile not in QUALITY_PROFILES:
+        fail(f"--profile must be one of {', '.join(QUALITY_PROFILES)}, not {profile!r}")
+    if not path.exists():
+        fail(f"{path}: no such file")
+    allowed = [code.strip() for code in languages.split(",")] if languages else None
+    cfg = QualityConfig(default_profile=profile, language={"allow": allowed})
+    texts: list[str | None] = []
+    missing = 0  # rows without the text field
+    try:
+        for batch in _reader(path)(path, text_field):
+            texts.extend(batch.texts)
+            missing += batch.rows_without_field
+        if texts and missing == len(texts):
+            raise ScanError(_missing_field(path, text_field, []))
+    except ScanError as error:
+        fail(str(error))
+    records = pl.DataFrame(
+        {"record_id": [str(i) for i in range(len(texts))], "source": "file", "text": texts},
+        schema={"record_id": pl.String, "source": pl.String, "text": pl.String},
+    ).filter(pl.col("text").is_not_null())
+    measured = (
+        measure(records, cfg)
+        .with_columns(pl.col("record_id").cast(pl.Int64).alias("index"))
+        .sort("index")
+    )
+    _print(measured, "index", as_json)
+    if measured["reason"].is_not_null().any():
+        raise typer.Exit(1)
+
+
+def _print(measured: pl.DataFrame, key: str, as_json: bool) -> None:
+    hidden = {"text", "removed"}
+    table = Table(key, "source", *SHOWN, "decision")
+    for row in measured.iter_rows(named=True):
+        if as_json:
+            emit({k: _plain(v) for k, v in row.items() if k not in hidden})
+            continue
+        table.add_row(
+            str(row[key]),
+            str(row.get("source") or "-"),
+            *(_cell(row.get(name)) for name in SHOWN),
+            row["reason"] or "kept",
+        )
+    if not as_json:
+        Console().print(table)
+    dropped = measured.filter(pl.col("reason").is_not_null()).height
+    stderr.print(f"{measured.height} record(s): {dropped} would be dropped")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _plain(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value

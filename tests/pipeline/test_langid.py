@@ -1,0 +1,152 @@
+"""Language identification (pipeline/langid.py) on real translated text: the messages of the
+gettext catalogs installed here (German, French, Spanish, Italian) and their English msgids;
+and which records `measure` judges by language."""
+
+from __future__ import annotations
+
+import gettext
+from functools import cache
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.config import QualityConfig
+from pipeline.langid import identify
+from pipeline.quality import measure
+
+LOCALE = Path("/usr/share/locale")
+# per language the first of these catalogs that is installed (machines differ)
+CATALOGS = ("bash", "coreutils", "apt")
+LANGUAGES = ("de", "fr", "es", "it")
+
+
+def catalog(language: str, domain: str) -> dict[str, str] | None:
+    """msgid -> translation of one installed gettext catalog (None: not installed)."""
+    path = LOCALE / language / "LC_MESSAGES" / f"{domain}.mo"
+    if not path.exists():
+        return None
+    with path.open("rb") as handle:
+        messages = gettext.GNUTranslations(handle)._catalog
+    return {  # plural forms are keyed (msgid, n); the header's msgid is ""
+        msgid: text
+        for msgid, text in messages.items()
+        if isinstance(msgid, str) and isinstance(text, str) and msgid and text != msgid
+    }
+
+
+def first_domain(*languages: str) -> str:
+    """The first catalog of CATALOGS installed for every one of `languages`."""
+    for domain in CATALOGS:
+        if all(catalog(language, domain) for language in languages):
+            return domain
+    pytest.fail(
+        f"no gettext catalog of {', '.join(CATALOGS)} for {', '.join(languages)} under "
+        f"{LOCALE}: install the translations of bash or coreutils",
+        pytrace=False,
+    )
+
+
+@cache
+def catalog_messages(language: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(catalog, its 40 longest translations of at least 8 words, each with its English
+    msgid of at least 8 words), from the first catalog of CATALOGS installed for `language`."""
+    domain = first_domain(language)
+    pairs = [
+        (msgid, text)
+        for msgid, text in catalog(language, domain).items()
+        if len(text.split()) >= 8 and len(msgid.split()) >= 8
+    ]
+    pairs.sort(key=lambda pair: (-len(pair[1]), pair[1]))
+    return domain, tuple(pairs[:40])
+
+
+def shares(found: pl.DataFrame, language: str) -> tuple[float, float]:
+    """(share identified as `language`, share identified as it with a score >= 0.8)."""
+    right = found["language"] == language
+    return right.mean(), (right & (found["language_score"] >= 0.8)).mean()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_translations_are_identified_as_their_catalogs_language(language):
+    domain, pairs = catalog_messages(language)
+    assert len(pairs) == 40, f"{domain} ({language}) has too few long messages"
+    found = identify(pl.Series([text for _, text in pairs]))
+    assert found.columns == ["language", "language_score"]
+    assert found.schema == {"language": pl.String, "language_score": pl.Float64}
+    identified, sure = shares(found, language)
+    wrong = found.filter(pl.col("language") != language)["language"].to_list()
+    assert identified >= 0.95, f"{domain} ({language}): also identified as {wrong}"
+    assert sure >= 0.8, f"{domain} ({language}): {sure:.0%} with a score of 0.8 or more"
+    assert found["language_score"].is_between(0, 1).all()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_english_originals_are_identified_as_english(language):
+    domain, pairs = catalog_messages(language)
+    found = identify(pl.Series([msgid for msgid, _ in pairs]))
+    identified, sure = shares(found, "en")
+    assert identified >= 0.95, f"{domain} msgids: {found['language'].to_list()}"
+    assert sure >= 0.8
+
+
+def test_languages_are_told_apart_message_by_message():
+    """The same message in English and four translations: five different answers."""
+    domain = first_domain(*LANGUAGES)
+    translated = {language: catalog(language, domain) for language in LANGUAGES}
+    shared = sorted(
+        (m for m in translated["de"] if all(m in t for t in translated.values())),
+        key=lambda msgid: (-len(msgid), msgid),
+    )
+    shared = [msgid for msgid in shared if len(msgid.split()) >= 8][:20]
+    assert len(shared) == 20, f"{domain}: too few messages translated into {LANGUAGES}"
+    for msgid in shared:
+        texts = [msgid, *(translated[language][msgid] for language in LANGUAGES)]
+        found = identify(pl.Series(texts))["language"].to_list()
+        assert found == ["en", *LANGUAGES], (msgid, found)
+
+
+def test_null_text_has_no_language_and_empty_input_keeps_the_schema():
+    _, pairs = catalog_messages("fr")
+    found = identify(pl.Series([None, pairs[0][1], None], dtype=pl.String))
+    assert found.row(0) == (None, None) and found.row(2) == (None, None)
+    assert found["language"][1] == "fr"
+    empty = identify(pl.Series([], dtype=pl.String))
+    assert empty.height == 0
+    assert empty.schema == {"language": pl.String, "language_score": pl.Float64}
+
+
+def test_identify_is_deterministic():
+    texts = pl.Series([text for language in LANGUAGES for _, text in catalog_messages(language)[1]])
+    first = identify(texts)
+    assert first.equals(identify(texts))
+    assert first.equals(pl.concat([identify(texts[i : i + 1]) for i in range(len(texts))]))
+
+
+def test_measure_judges_only_texts_of_min_words_or_more():
+    german = catalog_messages("de")[1][0][1]
+    texts = {
+        "long": german,
+        "four": "Das ist nicht gut",  # 4 words: under min_words (5)
+        "five": "Das ist leider nicht gut",  # 5 words: judged
+        "blank": "   ",
+    }
+    records = pl.DataFrame({"record_id": list(texts), "source": "s", "text": list(texts.values())})
+    measured = measure(records, QualityConfig(language={"allow": ["en"]}))
+    by_id = {row["record_id"]: row for row in measured.iter_rows(named=True)}
+    assert by_id["long"]["language"] == "de" and by_id["long"]["language_score"] >= 0.9
+    assert by_id["long"]["reason"] == "language_not_allowed"
+    for short in ("four", "blank"):  # not judged: no language, and kept
+        assert (by_id[short]["language"], by_id[short]["language_score"]) == (None, None)
+        assert by_id[short]["reason"] is None
+    assert by_id["five"]["language"] is not None
+
+    raised = measure(records, QualityConfig(language={"allow": ["en"], "min_words": 6}))
+    assert raised.filter(pl.col("record_id") == "five")["language"].item() is None
+
+    # the code and none profiles never identify a language
+    for profile in ("code", "none"):
+        skipped = measure(
+            records, QualityConfig(default_profile=profile, language={"allow": ["en"]})
+        )
+        assert skipped["language"].is_null().all() and skipped["reason"].is_null().all()
