@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gettext
 import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -155,3 +157,31 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+LOCALE = Path("/usr/share/locale")
+
+
+@cache
+def german_message() -> tuple[str, str]:
+    """(German, English): the longest one-line translation of 8 words or more that ends a
+    sentence, as its msgid does, from the first of these gettext catalogs installed."""
+    for domain in ("coreutils", "apt", "bash"):
+        path = LOCALE / "de" / "LC_MESSAGES" / f"{domain}.mo"
+        if path.exists():
+            break
+    else:
+        raise AssertionError(f"no German gettext catalog (coreutils, apt, bash) under {LOCALE}")
+    with path.open("rb") as handle:
+        catalog = gettext.GNUTranslations(handle)._catalog
+    pairs = [
+        (text, msgid)
+        for msgid, text in catalog.items()
+        if isinstance(msgid, str)
+        and isinstance(text, str)
+        and "\n" not in text
+        and len(text.split()) >= 8
+        and text.endswith(".")
+        and msgid.endswith(".")
+    ]
+    return min(pairs, key=lambda pair: (-len(pair[0]), pair[0]))

@@ -3,20 +3,18 @@ language, exit codes, and no record text in the output."""
 
 from __future__ import annotations
 
-import gettext
 import json
 import pydoc_data.topics
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import write_jsonl
+from helpers import german_message, write_jsonl
 from typer.testing import CliRunner
 
 from flows.cli import app
 
 runner = CliRunner()
-LOCALE = Path("/usr/share/locale")
 
 
 def python_prose() -> str:
@@ -27,36 +25,12 @@ def python_prose() -> str:
     return "\n".join(paragraphs[:5])
 
 
-def german_message() -> str:
-    """The longest one-line German translation of 8 words or more that ends a sentence, from
-    the first of these gettext catalogs installed."""
-    for domain in ("coreutils", "apt", "bash"):
-        path = LOCALE / "de" / "LC_MESSAGES" / f"{domain}.mo"
-        if path.exists():
-            break
-    else:
-        pytest.fail(f"no German gettext catalog (coreutils, apt, bash) under {LOCALE}")
-    with path.open("rb") as handle:
-        catalog = gettext.GNUTranslations(handle)._catalog
-    texts = [
-        text
-        for msgid, text in catalog.items()
-        if isinstance(msgid, str)
-        and isinstance(text, str)
-        and "\n" not in text
-        and len(text.split()) >= 8
-        and text.endswith(".")
-        and msgid.endswith(".")
-    ]
-    return min(texts, key=lambda text: (-len(text), text))
-
-
 @pytest.fixture
 def mixed(tmp_path, sms_spam) -> Path:
     """Real prose, a real SMS (English, 16 words) and a German message, as jsonl."""
     sms = sms_spam["text"][6]
     assert sms.startswith("Even my brother is not like to speak with me.")
-    rows = [{"body": python_prose()}, {"body": sms}, {"body": german_message()}]
+    rows = [{"body": python_prose()}, {"body": sms}, {"body": german_message()[0]}]
     return write_jsonl(tmp_path / "mixed.jsonl", rows)
 
 

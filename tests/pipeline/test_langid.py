@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import gettext
 from functools import cache
-from pathlib import Path
 
 import polars as pl
 import pytest
+from helpers import LOCALE
 
 from pipeline.config import QualityConfig
 from pipeline.langid import identify
 from pipeline.quality import measure
 
-LOCALE = Path("/usr/share/locale")
 # per language the first of these catalogs that is installed (machines differ)
 CATALOGS = ("bash", "coreutils", "apt")
 LANGUAGES = ("de", "fr", "es", "it")

@@ -4,7 +4,6 @@ ledger edits, language filtering with gettext translations, per-source profiles,
 
 from __future__ import annotations
 
-import gettext
 import json
 import pydoc_data.topics
 from functools import cache
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from helpers import SMS_SOURCE, as_records, sms_rows, write_jsonl
+from helpers import SMS_SOURCE, as_records, german_message, sms_rows, write_jsonl
 from polars.testing import assert_frame_equal
 
 from pipeline import reasons
@@ -24,7 +23,6 @@ from pipeline.quality import measure, quality
 from pipeline.stage import RunContext
 
 GPL = Path("/usr/share/common-licenses/GPL-3")
-LOCALE = Path("/usr/share/locale")
 COOKIE = "This website uses cookies to give you the best experience on our pages."
 # cp1252's right single quote (byte 0x92) read as Latin-1: a C1 control character
 CP1252_QUOTE = "\x92"
@@ -53,31 +51,6 @@ def license_prose() -> tuple[str, ...]:
     text = GPL.read_text()
     body = text[text.index("Preamble") + len("Preamble") : text.index("TERMS AND CONDITIONS")]
     return tuple(" ".join(p.split()) for p in body.split("\n\n") if p.strip())
-
-
-@cache
-def german_message() -> tuple[str, str]:
-    """(German, English): the longest one-line translation of 8 words or more that ends a
-    sentence, as its msgid does, from the first of these gettext catalogs installed."""
-    for domain in ("coreutils", "apt", "bash"):
-        path = LOCALE / "de" / "LC_MESSAGES" / f"{domain}.mo"
-        if path.exists():
-            break
-    else:
-        pytest.fail(f"no German gettext catalog (coreutils, apt, bash) under {LOCALE}")
-    with path.open("rb") as handle:
-        catalog = gettext.GNUTranslations(handle)._catalog
-    pairs = [
-        (text, msgid)
-        for msgid, text in catalog.items()
-        if isinstance(msgid, str)
-        and isinstance(text, str)
-        and "\n" not in text
-        and len(text.split()) >= 8
-        and text.endswith(".")
-        and msgid.endswith(".")
-    ]
-    return min(pairs, key=lambda pair: (-len(pair[0]), pair[0]))
 
 
 def records(texts: dict[str, str], source: str = "web") -> pl.DataFrame:
