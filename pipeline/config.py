@@ -620,20 +620,14 @@ def load_run_config(path: str | Path) -> RunConfig:
     except ValidationError as error:
         raise ConfigError(_explain(error, path, raw, lines)) from None
     declared = [source.name for source in cfg.source_list]
-    unknown = [name for name in cfg.quality.profiles if name not in declared]
-    if unknown:
-        line = lines.get(("quality", "profiles", unknown[0]))
-        raise ConfigError(
-            f"invalid config:\n  {path}:{line}: quality.profiles.{unknown[0]}: no source of this "
-            f"name is declared (declared: {', '.join(declared)})"
-        )
-    unknown = [name for name in cfg.policy.sources if name not in declared]
-    if unknown:
-        line = lines.get(("policy", "sources", unknown[0]))
-        raise ConfigError(
-            f"invalid config:\n  {path}:{line}: policy.sources.{unknown[0]}: no source of this "
-            f"name is declared (declared: {', '.join(declared)})"
-        )
+    for section, keyed in (("quality", "profiles"), ("policy", "sources")):
+        unknown = [name for name in getattr(getattr(cfg, section), keyed) if name not in declared]
+        if unknown:
+            line = lines.get((section, keyed, unknown[0]))
+            raise ConfigError(
+                f"invalid config:\n  {path}:{line}: {section}.{keyed}.{unknown[0]}: no source of "
+                f"this name is declared (declared: {', '.join(declared)})"
+            )
     trained = cfg.train.sources if cfg.train and cfg.train.sources else []
     unknown = [name for name in trained if name not in declared]
     if unknown:
