@@ -171,6 +171,71 @@ def review_reject(
     _decide("rejected", ids, reviewer, note, workdir, config, as_json)
 
 
+@review_app.command("serve")
+def review_serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Serve the reviewer web page: the queue, each item, approve / reject with a note.
+    Reviewers log in with a token from the run config's `review: reviewers:` (see `thresher
+    review token`) or the shared one in $THRESHER_REVIEW_TOKEN."""
+    import ipaddress
+    import os
+
+    import uvicorn
+
+    from flows.review_server import TOKEN_ENV, create_app
+    from pipeline.config import ReviewConfig, load_run_config
+
+    review = checked(load_run_config, config).review if config is not None else ReviewConfig()
+    catalog = open_catalog(workdir, config)
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        loopback = False
+    # On this machine only, answer only its own names: not a site rebinding its name to it
+    allowed_hosts = ["127.0.0.1", "localhost", host] if loopback and ":" not in host else None
+    if not loopback:
+        stderr.print(
+            f"[yellow]warning:[/] serving on {host}, beyond this machine: reviewer pages show "
+            "personal data and tokens travel in clear over plain HTTP; put a TLS proxy in "
+            "front or keep to 127.0.0.1",
+            highlight=False,
+        )
+    if not review.reviewers and not os.environ.get(TOKEN_ENV):
+        stderr.print(
+            "[yellow]warning:[/] no reviewer token is configured, so no one can log in: see "
+            f"`thresher review token NAME` (with --config), or set ${TOKEN_ENV}",
+            highlight=False,
+        )
+    stderr.print(f"reviewer page on http://{host}:{port}/ (Ctrl+C stops it)", highlight=False)
+    app = create_app(catalog, review, allowed_hosts=allowed_hosts)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@review_app.command("token")
+def review_token(
+    name: Annotated[str, typer.Argument(help="The reviewer's name, as they log in.")],
+) -> None:
+    """Make a reviewer token: the token goes to the reviewer (stdout, shown once), the line for
+    the run config's `review: reviewers:` to stderr (only its sha256 is stored)."""
+    import hashlib
+    import secrets
+
+    name = name.strip()
+    if not name:
+        fail("a reviewer token needs the reviewer's name")
+    token = secrets.token_urlsafe(32)
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    # a JSON string is also a YAML string: names with spaces or colons stay one key
+    key = name if re.fullmatch(r"[A-Za-z0-9_.-]+", name) else json.dumps(name, ensure_ascii=False)
+    print(token)
+    stderr.print("put this line under `review: reviewers:` in the run config:", highlight=False)
+    stderr.print(f"  {key}: sha256:{digest}", markup=False, highlight=False)
+
+
 def forget(
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded).")],
     source: Annotated[

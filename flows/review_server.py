@@ -1,0 +1,427 @@
+"""The reviewer web page (`thresher review serve`): the quarantine queue in a browser, one item
+at a time, and approve / reject with a note. Decisions go through `review_queue.decide`, the
+same audit log as `thresher review approve | reject`.
+
+Every page but /login and /healthz needs a reviewer session: masked text is still personal
+data. A session is a cookie holding the reviewer's name and expiry, signed with a key made at
+start-up (restarting the server logs everyone out). Every form posts a token derived from the
+cookie it rides with, and a POST from another origin is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.middleware.trustedhost import TrustedHostMiddleware
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader
+from sqlalchemy import func, select
+
+from data_catalog import review_queue, tables
+from data_catalog.catalog import Catalog
+from pipeline.config import ReviewConfig
+from pipeline.errors import DataError
+
+TOKEN_ENV = "THRESHER_REVIEW_TOKEN"
+SESSION_COOKIE = "thresher_review_session"
+LOGIN_COOKIE = "thresher_review_login"  # binds the login form's token before there is a session
+TEMPLATES = Path(__file__).parent / "templates" / "review"
+QUEUE_ROWS = 500  # rows shown on the queue page; filters narrow a longer queue
+MAX_FORM_BYTES = 64 * 1024
+MAX_NOTE_CHARS = 4000
+MAX_NAME_CHARS = 100
+
+logger = logging.getLogger("thresher.review")
+
+# Pages carry personal data: never cached, never framed, no scripts, forms post only here.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+# Flash messages travel as codes, so that a crafted link cannot put words on the page.
+FLASHES = {
+    "approved": ("ok", "Approved by {reviewer}: the next run lets this record through."),
+    "approved_announced": (
+        "ok",
+        "Approved by {reviewer}: the release-approved flow was notified and publishes it.",
+    ),
+    "approved_not_announced": (
+        "error",
+        "Approved by {reviewer}, but the approval could not be announced to the Prefect server "
+        "(see the server's log); the release-approved schedule picks it up later.",
+    ),
+    "rejected": ("ok", "Rejected by {reviewer}: every later run drops this content."),
+    "conflict": (
+        "error",
+        "Not decided: this item was already {status} by {reviewer} at {decided_at} UTC; "
+        "nothing changed.",
+    ),
+    "note_missing": ("error", "Write a note: it is recorded with the decision."),
+    "note_too_long": ("error", f"A note has at most {MAX_NOTE_CHARS} characters."),
+}
+LOGIN_MESSAGES = {
+    "expired": "Your session expired or is no longer valid; log in again.",
+    "logged_out": "You are logged out.",
+}
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class NotLoggedIn(Exception):
+    def __init__(self, had_session: bool):
+        self.had_session = had_session
+
+
+class Sessions:
+    """Session cookies (`name.expiry.signature`) and the form tokens derived from them."""
+
+    def __init__(self, minutes: int, clock: Callable[[], float]):
+        self.seconds, self.clock = minutes * 60, clock
+        self.key = secrets.token_bytes(32)
+
+    def sign(self, purpose: str, value: str) -> str:
+        return hmac.new(self.key, f"{purpose}\0{value}".encode(), hashlib.sha256).hexdigest()
+
+    def issue(self, name: str) -> str:
+        encoded = base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
+        body = f"{encoded}.{int(self.clock()) + self.seconds}"
+        return f"{body}.{self.sign('session', body)}"
+
+    def reviewer(self, cookie: str | None) -> str | None:
+        """The name in a valid, unexpired cookie; None otherwise."""
+        body, _, signature = (cookie or "").rpartition(".")
+        if not body or not _same(signature, self.sign("session", body)):
+            return None
+        encoded, _, expires = body.partition(".")
+        if not expires.isdigit() or int(expires) <= self.clock():
+            return None
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+
+    def form_token(self, cookie: str) -> str:
+        return self.sign("form", cookie)
+
+    def check_form_token(self, cookie: str | None, token: str | None) -> None:
+        if not cookie or not token or not _same(token, self.form_token(cookie)):
+            raise Refused(403, "This form is stale or did not come from this page; reload it.")
+
+
+class Tokens:
+    """Which (name, token) pairs may log in: a configured reviewer's own token, or the shared
+    token of $THRESHER_REVIEW_TOKEN under any name."""
+
+    def __init__(self, review: ReviewConfig, shared: str | None):
+        self.reviewers, self.shared = review.reviewers, shared or None
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.reviewers or self.shared)
+
+    def accept(self, name: str, token: str) -> bool:
+        if not name or not token:
+            return False
+        given = token.encode()
+        expected = self.reviewers.get(name)
+        own = expected is not None and hmac.compare_digest(
+            f"sha256:{hashlib.sha256(given).hexdigest()}", expected
+        )
+        shared = self.shared is not None and hmac.compare_digest(given, self.shared.encode())
+        return own or shared
+
+
+def _same(given: str, expected: str) -> bool:
+    # compare_digest refuses str with non-ASCII characters, which a client may send
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def current_reviewer(request: Request) -> str:
+    """The logged-in reviewer's name (a FastAPI dependency)."""
+    name = request.app.state.sessions.reviewer(request.cookies.get(SESSION_COOKIE))
+    if name is None:
+        raise NotLoggedIn(had_session=SESSION_COOKIE in request.cookies)
+    return name
+
+
+Reviewer = Annotated[str, Depends(current_reviewer)]
+LOGGED_IN = [Depends(current_reviewer)]
+
+
+def create_app(
+    catalog: Catalog,
+    review: ReviewConfig,
+    *,
+    shared_token: str | None = None,
+    clock: Callable[[], float] = time.time,
+    allowed_hosts: list[str] | None = None,
+) -> FastAPI:
+    """The reviewer web app over `catalog`. The shared token defaults to $THRESHER_REVIEW_TOKEN;
+    `clock` (seconds) decides session expiry; `allowed_hosts`, when given, are the only Host
+    headers answered (a page on another site that rebinds its name to this address is not)."""
+    tokens = Tokens(review, shared_token if shared_token is not None else os.environ.get(TOKEN_ENV))
+    sessions = Sessions(review.session_minutes, clock)
+    pages = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True)
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.sessions = sessions
+    if allowed_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
+
+    def render(template: str, request: Request, code: int = 200, **values: Any) -> HTMLResponse:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        reviewer = sessions.reviewer(cookie)
+        csrf = sessions.form_token(cookie) if reviewer else ""
+        html = pages.get_template(template).render(reviewer=reviewer, csrf=csrf, **values)
+        return HTMLResponse(html, status_code=code)
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next):
+        response = await call_next(request)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    @app.exception_handler(NotLoggedIn)
+    async def to_login(request: Request, error: NotLoggedIn) -> Response:
+        if request.method == "GET":
+            query = {
+                "next": request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            }
+            if error.had_session:
+                query["msg"] = "expired"
+            response = RedirectResponse(f"/login?{urlencode(query)}", status_code=303)
+            if error.had_session:
+                response.delete_cookie(SESSION_COOKIE, path="/")
+            return response
+        return render("error.html", request, 403, message=LOGIN_MESSAGES["expired"])
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, error: Refused) -> Response:
+        return render("error.html", request, error.status, message=error.message)
+
+    @app.get("/healthz", response_class=PlainTextResponse)
+    def healthz() -> str:
+        return "ok"
+
+    def login_page(request: Request, code: int = 200, error: str | None = None, **values):
+        nonce = request.cookies.get(LOGIN_COOKIE) or secrets.token_urlsafe(16)
+        response = render(
+            "login.html",
+            request,
+            code,
+            login_csrf=sessions.form_token(nonce),
+            enabled=tokens.configured,
+            token_env=TOKEN_ENV,
+            error=error,
+            **values,
+        )
+        response.set_cookie(LOGIN_COOKIE, nonce, httponly=True, samesite="strict", path="/")
+        return response
+
+    @app.get("/login")
+    def login_form(request: Request, next: str = "/", msg: str = "") -> Response:
+        if sessions.reviewer(request.cookies.get(SESSION_COOKIE)):
+            return RedirectResponse(_local(next), status_code=303)
+        return login_page(request, next=_local(next), message=LOGIN_MESSAGES.get(msg), name="")
+
+    @app.post("/login")
+    async def login(request: Request) -> Response:
+        form = await _form(request)
+        sessions.check_form_token(request.cookies.get(LOGIN_COOKIE), form.get("csrf"))
+        name, token = form.get("name", "").strip(), form.get("token", "")
+        target = _local(form.get("next", "/"))
+        if len(name) > MAX_NAME_CHARS or not tokens.accept(name, token):
+            return login_page(
+                request, 401, error="Name or token not accepted.", next=target, name=name
+            )
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE,
+            sessions.issue(name),
+            max_age=review.session_minutes * 60,
+            httponly=True,
+            samesite="strict",
+            path="/",
+        )
+        response.delete_cookie(LOGIN_COOKIE, path="/")
+        return response
+
+    @app.post("/logout", dependencies=LOGGED_IN)
+    async def logout(request: Request) -> Response:
+        form = await _form(request)
+        sessions.check_form_token(request.cookies.get(SESSION_COOKIE), form.get("csrf"))
+        response = RedirectResponse("/login?msg=logged_out", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    @app.get("/", dependencies=LOGGED_IN)
+    def queue(
+        request: Request, status: str = "pending", reason: str = "", source: str = ""
+    ) -> Response:
+        if status not in (*review_queue.STATUSES, "all"):
+            raise Refused(400, f"status must be one of {', '.join(review_queue.STATUSES)} or all")
+        tally = _tally(catalog)
+        in_filter = [
+            row for row in tally if reason in ("", row["reason"]) and source in ("", row["source"])
+        ]
+        counts = {name: 0 for name in review_queue.STATUSES}
+        for row in in_filter:
+            counts[row["status"]] += row["n"]
+        found = review_queue.items(
+            catalog,
+            status=None if status == "all" else status,
+            reason=reason or None,
+            source=source or None,
+        )
+        return render(
+            "queue.html",
+            request,
+            items=found[:QUEUE_ROWS],
+            total=len(found),
+            counts=counts,
+            statuses=review_queue.STATUSES,
+            reasons=sorted({row["reason"] for row in tally}),
+            sources=sorted({row["source"] for row in tally}),
+            status=status,
+            reason=reason,
+            source=source,
+        )
+
+    @app.get("/items/{item_id}", dependencies=LOGGED_IN)
+    def item_page(request: Request, item_id: int, flash: str = "") -> Response:
+        entry = _item(catalog, item_id)
+        kind, message = FLASHES.get(flash, (None, None))
+        if entry["status"] == "pending" and not flash.startswith("note_"):
+            kind = message = None  # a decision's message on an undecided item is a made-up link
+        if message:
+            when = entry["decided_at"]
+            message = message.format(
+                reviewer=entry["reviewer"],
+                status=entry["status"],
+                decided_at=f"{when:%Y-%m-%d %H:%M:%S}" if when else "an unknown time",
+            )
+        return render(
+            "item.html",
+            request,
+            item=entry,
+            evidence=_pretty_json(entry["evidence"]),
+            metadata=_pretty_json(entry["metadata"]),
+            history=review_queue.history(catalog, item_id),
+            flash_kind=kind,
+            flash=message,
+            max_note=MAX_NOTE_CHARS,
+        )
+
+    @app.post("/items/{item_id}/decision")
+    async def decision(request: Request, item_id: int, reviewer: Reviewer) -> Response:
+        form = await _form(request)
+        sessions.check_form_token(request.cookies.get(SESSION_COOKIE), form.get("csrf"))
+        verdict, note = form.get("decision"), form.get("note", "").strip()
+        if verdict not in review_queue.DECISIONS:
+            raise Refused(400, f"decision must be one of {', '.join(review_queue.DECISIONS)}")
+        if not note:
+            outcome = "note_missing"
+        elif len(note) > MAX_NOTE_CHARS:
+            outcome = "note_too_long"
+        else:
+            outcome = await run_in_threadpool(_decide, catalog, item_id, verdict, reviewer, note)
+        return RedirectResponse(f"/items/{item_id}?flash={outcome}", status_code=303)
+
+    return app
+
+
+def _local(target: str) -> str:
+    """`target` if it is a path on this server, else "/": a login link cannot send a reviewer
+    elsewhere."""
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or "\\" in target:
+        return "/"
+    return target
+
+
+def _own_origin(request: Request) -> bool:
+    """Whether the Origin (or, without one, the Referer) header, when sent, names this server."""
+    own = f"{request.url.scheme}://{request.url.netloc}".lower()
+    origin = request.headers.get("origin")
+    if origin is None and (referer := request.headers.get("referer")) is not None:
+        parts = urlsplit(referer)
+        origin = f"{parts.scheme}://{parts.netloc}"
+    return origin is None or origin.lower() == own
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An urlencoded form body (the first value of each field), after the origin check."""
+    if not _own_origin(request):
+        raise Refused(403, "This form was posted from another site; nothing was done.")
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise Refused(413, "The form is too large.")
+    try:
+        fields = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=20)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise Refused(400, "The form could not be read.") from error
+    return {name: values[0] for name, values in fields.items()}
+
+
+def _item(catalog: Catalog, item_id: int) -> dict[str, Any]:
+    try:
+        return review_queue.item(catalog, item_id)
+    except DataError as error:
+        raise Refused(404, f"There is no review item {item_id}.") from error
+
+
+def _decide(catalog: Catalog, item_id: int, verdict: str, reviewer: str, note: str) -> str:
+    """Decide one item as `thresher review approve | reject` does; return the flash code."""
+    _item(catalog, item_id)
+    outcome = review_queue.decide(catalog, item_id, verdict, reviewer, note)
+    if isinstance(outcome, review_queue.Conflict):
+        return "conflict"
+    if verdict == "rejected" or not os.environ.get("PREFECT_API_URL"):
+        return verdict
+    from flows.release import emit_approved
+
+    dataset = review_queue.item(catalog, item_id)["dataset"]
+    try:
+        sent = emit_approved(dataset, [item_id])
+    except Exception:  # noqa: BLE001 — the decision stands; the schedule catches up
+        logger.exception("could not announce the approval of review item %d", item_id)
+        sent = False
+    return "approved_announced" if sent else "approved_not_announced"
+
+
+def _tally(catalog: Catalog) -> list[dict[str, Any]]:
+    """Items per (reason, source, status): the filters' choices and the counts."""
+    table = tables.review_items
+    query = select(table.c.reason, table.c.source, table.c.status, func.count().label("n"))
+    query = query.group_by(table.c.reason, table.c.source, table.c.status)
+    with catalog.engine.connect() as connection:
+        return [dict(row) for row in connection.execute(query).mappings()]
+
+
+def _pretty_json(value: str | None) -> str | None:
+    if not value:
+        return None
+    try:
+        return json.dumps(json.loads(value), indent=2, ensure_ascii=False)
+    except ValueError:
+        return value
