@@ -24,12 +24,16 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/thresher demo demo
 
-# The catalog tests start a real PostgreSQL server: Debian's postgresql package.
+# The catalog tests start a real PostgreSQL server: Debian's postgresql package. The reviewer
+# page test drives Debian's headless chromium.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 test-services:
 	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends postgresql; }
+	@{ [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } || { \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends chromium chromium-driver; }
 
 test: $(STAMP) test-services
 	$(BIN)/ruff check .
@@ -45,7 +49,7 @@ $(DATATROVE):
 	$@ -m pip install -q datatrove==0.10.1 regex nltk spacy pyarrow
 
 bench: $(STAMP) $(DATATROVE)
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]" && $(BIN)/python bench/bench_spine.py && $(BIN)/python bench/bench_secrets.py && $(BIN)/python bench/bench_dedup.py && $(BIN)/python bench/bench_contamination.py && $(BIN)/python bench/bench_training.py && $(BIN)/python bench/bench_runners.py && $(BIN)/python bench/bench_quality.py
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]" && $(BIN)/python bench/bench_spine.py && $(BIN)/python bench/bench_secrets.py && $(BIN)/python bench/bench_dedup.py && $(BIN)/python bench/bench_contamination.py && $(BIN)/python bench/bench_training.py && $(BIN)/python bench/bench_runners.py && $(BIN)/python bench/bench_quality.py && $(BIN)/python bench/bench_gates.py
 
 clean:
 	rm -rf $(VENV) demo work bench/out

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
+from flows.card_cli import card
 from flows.cli_common import (
     ConfigOption,
     JsonOption,
@@ -38,6 +39,7 @@ from flows.governance_cli import (
     review_app,
 )
 from flows.quality_cli import quality_app
+from flows.report_cli import catalog_diff, report
 from flows.secrets_cli import secrets_app
 from flows.split_cli import split_app
 from flows.train_cli import print_summary as print_train_summary
@@ -61,7 +63,8 @@ def main() -> None:
         app()
     except Exception as error:  # noqa: BLE001 — the last line of defence, reported plainly
         stderr.print(
-            f"[bold red]error:[/] unexpected {type(error).__name__}: {error}", highlight=False
+            f"[bold red]error:[/] unexpected {type(error).__name__}: {escape(str(error))}",
+            highlight=False,
         )
         sys.exit(2)
 
@@ -149,8 +152,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
             f"flag(s) on quarantined records; `thresher review list --workdir "
             f"{Path(summary['paths']['catalog']).parent}`"
         )
+    if "gates" in summary:
+        stderr.print(
+            "gates: " + ", ".join(f"{gate} {state}" for gate, state in summary["gates"].items())
+        )
     for label, path in summary["paths"].items():
-        stderr.print(f"  {label:<9} {path}")
+        if path:
+            stderr.print(f"  {label:<9} {path}")
 
 
 @config_app.command("validate")
@@ -414,8 +422,11 @@ app.add_typer(contamination_app, name="contamination")
 app.add_typer(quality_app, name="quality")
 app.command()(dedup)
 app.command()(train)
+app.command()(report)
 app.command()(deploy)
 app.command()(forget)
 catalog_app.command("affected")(catalog_affected)
 catalog_app.command("withdraw")(catalog_withdraw)
 catalog_app.command("purge")(catalog_purge)
+catalog_app.command("diff")(catalog_diff)
+catalog_app.command("card")(card)

@@ -1,5 +1,7 @@
 """The `curate` flow: ingest → govern → quality → exact, near (MinHash) and semantic dedup →
-split (with its leakage check) → contamination → publish → commit, one task per stage.
+split (with its leakage check) → contamination → publish → commit → report, one task per
+stage. Great Expectations gates check the ingested records, the governed records and the
+published splits; a failed gate stops the run before the commit.
 
 Tasks pass paths and small summaries, never frames: each stage reads the previous stage's
 Parquet output under the run folder and writes its own. The run folder keeps the ledger,
@@ -27,7 +29,10 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog, now
+from expectations.checks import approved_records, check_governed, check_ingested, check_published
+from expectations.gates import GateFailed, GateProject, GateResult
 from flows.alerts import on_failure, report_interrupted
+from flows.report import GATES_FILE, write_failed_run_report, write_version_report
 from pipeline import ledger, storage
 from pipeline.code_version import code_version
 from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
@@ -57,6 +62,7 @@ class RunPlan:
 
     run_id: str
     run_dir: Path
+    started_at: datetime
     config: RunConfig
     config_hash: str
     parent_version: str | None
@@ -159,7 +165,7 @@ def _alive(owner: dict[str, Any]) -> bool:
         return True
 
 
-def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
+def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = None) -> RunPlan:
     sweep_interrupted_runs(cfg, catalog)
     protected = eval_sets.load(catalog, cfg.contamination.protected)  # files verified
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
@@ -181,6 +187,7 @@ def plan_run(cfg: RunConfig, catalog: Catalog) -> RunPlan:
     return RunPlan(
         run_id=run_id,
         run_dir=run_dir,
+        started_at=started_at or now(),
         config=cfg,
         config_hash=digest,
         parent_version=parent.dataset_hash if parent else None,
@@ -228,6 +235,38 @@ def _enqueue_for_review(plan: RunPlan, items: pl.DataFrame) -> int:
     queued_new = review_queue.enqueue(catalog, items, plan.config.name, plan.run_id)
     deletions.erase_queued_again(catalog)
     return queued_new
+
+
+@task(name="gate", **TASK_OPTIONS)
+def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
+    """Validate a stage's output against the gate's suites; a failure stops the run."""
+    if not plan.config.gates.enabled:
+        result = GateResult(gate, skipped=True)
+    else:
+        project = GateProject(plan.run_dir)
+        if gate == "ingested":
+            records = pl.scan_parquet(Path(input_dir) / "*.parquet")
+            result = check_ingested(project, records, plan.config.gates, plan.started_at)
+        elif gate == "governed":
+            records = pl.scan_parquet(Path(input_dir) / "*.parquet")
+            approved = approved_records(plan.ledger_dir)
+            result = check_governed(project, records, plan.config, approved)
+        else:
+            manifest = json.loads((Path(input_dir) / MANIFEST).read_text())
+            result = check_published(project, Path(input_dir), manifest, plan.config)
+    order = {"ingested": 1, "governed": 2, "published": 3}[gate]
+    saved = plan.run_dir / "gates" / f"{order}-{gate}.json"
+    saved.parent.mkdir(exist_ok=True)
+    saved.write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+    failed = sum(not check["success"] for check in result.checks)
+    get_run_logger().info(
+        "%s gate: %s",
+        gate,
+        "skipped" if result.skipped else f"{len(result.checks)} checks, {failed} failed",
+    )
+    if not result.success:
+        raise GateFailed(result, report=plan.run_dir / "report.html")
+    return result.to_json()
 
 
 @task(name="govern_part", **TASK_OPTIONS)
@@ -397,6 +436,10 @@ def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, A
         published = read_version(staging, verify=False).membership().collect()
         splits.check_lock_kept(plan.locked_test, published, pl.scan_parquet(ledger_path))
     shutil.copyfile(ledger_path, staging / "ledger.parquet")
+    gates = [
+        json.loads(path.read_text()) for path in sorted((plan.run_dir / "gates").glob("*.json"))
+    ]
+    (staging / GATES_FILE).write_text(json.dumps(gates, indent=2) + "\n")
     staged = StagedVersion.load(staging)
     catalog = Catalog.open(plan.workdir)
     version, created = catalog.commit(staged, plan.config.source_list, plan.config.publish.location)
@@ -478,12 +521,15 @@ def curate(config_path: str) -> dict[str, Any]:
     cfg = load_run_config(config_path)
     catalog = Catalog.open(cfg.workdir)
     started = now()  # before plan_run reads the review decisions this run will apply
-    plan = plan_run(cfg, catalog)
+    plan = plan_run(cfg, catalog, started)
     catalog.start_run(plan.run_id, cfg.name, plan.config_hash, started_at=started)
+    records_in, committed = None, None
     try:
         ingested = ingest_task(plan)
         records_in = ingested["stats"]["records_in"]
+        gates = [gate_task(plan, "ingested", ingested["path"])]
         governed = govern_task(plan, ingested["path"])
+        gates.append(gate_task(plan, "governed", governed["path"]))
         checked_quality = quality_task(plan, governed["path"])
         exact = exact_dedup_task(plan, checked_quality["path"])
         near = near_dedup_task(plan, exact["path"])
@@ -491,6 +537,7 @@ def curate(config_path: str) -> dict[str, Any]:
         assigned = split_task(plan, semantic["path"])
         checked = contamination_task(plan, assigned["path"])
         staged = publish_task(plan, checked["path"], assigned["stats"])
+        gates.append(gate_task(plan, "published", staged["path"]))
         committed = commit_task(plan, staged["path"], records_in)
         dedup_stats = {
             "exact": exact["stats"],
@@ -508,14 +555,16 @@ def curate(config_path: str) -> dict[str, Any]:
             checked["stats"],
         )
     except BaseException as error:
-        catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
+        try:
+            catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
+        finally:
+            _cleanup(plan)
+            if committed is None:
+                _report_failure(plan, error, records_in)
+            else:  # the version is in the catalog: its report, not a failed run's
+                _report_version(plan, committed["dataset_hash"])
         raise
-    finally:
-        shutil.rmtree(plan.run_dir / "stages", ignore_errors=True)
-        shutil.rmtree(_staging_dir(plan), ignore_errors=True)
-        if plan.ledger_dir.exists():  # a failed run keeps the events it got to, for diagnosis
-            ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet")
-        (plan.run_dir / OWNER_FILE).unlink(missing_ok=True)
+    _cleanup(plan)
     counts = {key: summary[key] for key in ("records_in", "published", "dropped", "quarantined")}
     catalog.finish_run(
         plan.run_id,
@@ -524,5 +573,49 @@ def curate(config_path: str) -> dict[str, Any]:
         created_version=summary["created"],
         counts=counts | {"reasons": summary["reasons"]},
     )
+    summary["gates"] = {
+        gate["gate"]: "skipped" if gate["skipped"] else f"passed {len(gate['checks'])} checks"
+        for gate in gates
+    }
+    summary["paths"]["report"] = _report_version(plan, summary["dataset_hash"])
     (plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _cleanup(plan: RunPlan) -> None:
+    shutil.rmtree(plan.run_dir / "stages", ignore_errors=True)
+    shutil.rmtree(_staging_dir(plan), ignore_errors=True)
+    if plan.ledger_dir.exists():  # a failed run keeps the events it got to, for diagnosis
+        ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet")
+    (plan.run_dir / OWNER_FILE).unlink(missing_ok=True)
+
+
+@task(name="report", **TASK_OPTIONS)
+def report_task(plan: RunPlan, dataset_hash: str) -> str:
+    catalog = Catalog.open(plan.workdir)
+    folder = write_version_report(catalog, catalog.version(dataset_hash))
+    get_run_logger().info("report: %s", folder / "report.html")
+    return str(folder / "report.html")
+
+
+def _report_version(plan: RunPlan, dataset_hash: str) -> str | None:
+    """The version is committed whatever happens here: a report can be regenerated with
+    `thresher report HASH`, so failing to write one is logged, not fatal."""
+    try:
+        return report_task(plan, dataset_hash)
+    except Exception as error:
+        get_run_logger().error("could not write the report of %s: %s", dataset_hash[:12], error)
+        return None
+
+
+def _report_failure(plan: RunPlan, error: BaseException, records_in: int | None) -> None:
+    try:
+        sources = [source.model_dump(mode="json") for source in plan.config.source_list]
+        config = plan.config.model_dump(mode="json", exclude=NOT_PUBLISHED)
+        reason = f"{type(error).__name__}: {error}"
+        path = write_failed_run_report(
+            plan.run_dir, plan.config.name, config, sources, reason, records_in
+        )
+        get_run_logger().error("the run failed; its report: %s", path)
+    except Exception as failure:  # never hide the run's own error
+        get_run_logger().error("could not write the failed run's report: %s", failure)

@@ -8,6 +8,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows.alerts import on_failure
+from flows.report import refresh_report
 from flows.train_cli import summarize
 
 
@@ -19,6 +20,7 @@ def train_flow(
 
     result = train(config_path, dataset, resume=resume)
     summary = summarize(result.manifest, result.run_dir)
+    summary["report"] = refresh_report(config_path, summary["dataset_hash"])
     get_run_logger().info(
         "trained %s on %s: test %s; manifest %s",
         summary["objective"],

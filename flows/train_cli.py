@@ -32,6 +32,9 @@ def train(
     except ThresherError as error:
         fail(str(error))
     summary = summarize(result.manifest, result.run_dir)
+    from flows.report import refresh_report
+
+    summary["report"] = refresh_report(config, summary["dataset_hash"])
     if as_json:
         emit(summary)
     print_summary(summary)
@@ -64,5 +67,6 @@ def print_summary(summary: dict[str, Any]) -> None:
         highlight=False,
     )
     stderr.print(f"test: {test or 'no test split'}", highlight=False)
-    for label in ("model", "manifest", "curves"):
-        stderr.print(f"  {label:<9}{summary[label]}", highlight=False)
+    for label in ("model", "manifest", "curves", "report"):
+        if summary.get(label):
+            stderr.print(f"  {label:<9}{summary[label]}", highlight=False)

@@ -552,6 +552,55 @@ class AlertsConfig(Strict):
     timeout_s: Annotated[float, Field(gt=0)] = 10.0
 
 
+class GatesConfig(Strict):
+    """Great Expectations gates (expectations/): the bounds their suites are checked against.
+
+    Three gates run on every run: ingested records, governed records and the published
+    splits. A failed gate stops the run before the catalog commit.
+    """
+
+    enabled: bool = True
+    min_text_chars: Annotated[int, Field(ge=0)] = 1
+    max_text_chars: Annotated[int, Field(gt=0)] = 1_000_000
+    earliest_timestamp: datetime = Field(
+        datetime(1970, 1, 1, tzinfo=UTC), description="no record may be older"
+    )
+    future_days: Annotated[float, Field(ge=0)] = Field(
+        1.0, description="no record may be newer than the run's start plus this many days"
+    )
+    split_tolerance: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.1,
+        description="how far a split's share of the records may stray from its fraction "
+        "(plus a binomial allowance for few groups); checked for group splits and quantile "
+        "cutoffs, where the fractions are targets",
+    )
+    batch_rows: Annotated[int, Field(gt=0)] = Field(
+        100_000, description="records per Great Expectations batch in per-record checks"
+    )
+
+    @field_validator("earliest_timestamp")
+    @classmethod
+    def _utc(cls, when: datetime) -> datetime:
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GatesConfig:
+        if self.min_text_chars > self.max_text_chars:
+            raise ValueError("min_text_chars must not be above max_text_chars")
+        return self
+
+
+class ReviewConfig(Strict):
+    """The reviewer web page (`thresher review serve`). Decisions need a reviewer token: one
+    listed here by its sha256 (`thresher review token NAME` makes one), or the shared token
+    in $THRESHER_REVIEW_TOKEN."""
+
+    reviewers: dict[str, Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]] = Field(
+        {}, description="reviewer name -> sha256:<hex digest of their token>"
+    )
+    session_minutes: Annotated[int, Field(gt=0)] = 480
+
+
 class RunConfig(Strict):
     name: Annotated[str, Field(pattern=SLUG, description="dataset name")]
     workdir: str = "./work"
@@ -564,6 +613,8 @@ class RunConfig(Strict):
     publish: PublishConfig = PublishConfig()
     runner: RunnerConfig = RunnerConfig()
     alerts: AlertsConfig = AlertsConfig()
+    gates: GatesConfig = GatesConfig()
+    review: ReviewConfig = ReviewConfig()
     train: TrainConfig | None = None  # the training stage's settings (training/config.py)
 
     @property
@@ -585,8 +636,9 @@ class RunConfig(Strict):
 # Sections of DESIGN.md's run config whose stages are not built yet.
 PLANNED_SECTIONS: dict[str, str] = {}
 
-# Settings that change where or how a run happens, or what is trained on it, not what it publishes.
-_NOT_IN_CONFIG_HASH = {"workdir", "runner", "alerts", "train"}
+# Settings that change where or how a run happens, what checks it or who reviews it, or what is
+# trained on it, not what it publishes.
+_NOT_IN_CONFIG_HASH = {"workdir", "runner", "alerts", "gates", "review", "train"}
 _SOURCE_FIELDS_NOT_HASHED = {"location", "root", "base_dir"}
 
 

@@ -119,6 +119,13 @@ def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam):
     assert not list(workdir.glob("runs/*/stages")) and not list(
         workdir.glob("datasets/*/.staging-*")
     )
+    # the audit report (searched above with the rest) counts the blocked types, no values
+    [report_json] = workdir.glob("reports/*/*/report.json")
+    events = pl.read_parquet(summary["paths"]["ledger"]).filter(reason="secret_detected")
+    types = [kind for e in events["evidence"] for kind in json.loads(e)["detail"]["types"]]
+    blocked = json.loads(report_json.read_text())["blocked"]["secrets"]
+    assert blocked == {kind: types.count(kind) for kind in set(types)}
+    assert set(blocked) == set(SECRET_TYPES)
 
 
 def test_review_round_trip_and_a_second_nightly_run(tmp_path, sms_spam):

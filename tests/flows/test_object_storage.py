@@ -146,7 +146,12 @@ def test_file_urls_for_sources_and_versions(tmp_path, sms_spam):
     summary = run(config)
     folder = store / "test-set" / summary["dataset_hash"]
     assert summary["paths"]["version"] == str(folder)
-    assert sorted(p.name for p in folder.iterdir()) == ["data", "ledger.parquet", "manifest.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "data",
+        "gates.json",
+        "ledger.parquet",
+        "manifest.json",
+    ]
     workdir = tmp_path / "project" / "work"
     verified = thresher("catalog", "verify", summary["dataset_hash"], "--workdir", workdir)
     assert verified.exit_code == 0, verified.stderr

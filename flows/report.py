@@ -1,0 +1,258 @@
+"""Audit reports: `report.json` and a self-contained `report.html` for every published version
+(in `<workdir>/reports/<name>/<hash>/`, with the Great Expectations Data Docs and the dataset
+cards beside them) and for every failed run (in its run folder).
+
+A version's report is built from the catalog and the version folder alone (manifest, ledger,
+gate results, shards), so `thresher report HASH` can regenerate it at any time, e.g. after a
+training run on the version.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from data_catalog import training_runs
+from data_catalog.catalog import Catalog, VersionRecord
+from pipeline import audit, storage
+from pipeline.config import PolicyConfig
+from pipeline.licenses import license_class
+from pipeline.reader import read_version
+from pipeline.report_html import render
+
+REPORT_JSON = "report.json"
+REPORT_HTML = "report.html"
+GATES_FILE = "gates.json"
+FORMAT = "thresher-report/1"
+
+
+def report_folder(workdir: Path, name: str, dataset_hash: str) -> Path:
+    return Path(workdir) / "reports" / name / dataset_hash
+
+
+def write_version_report(catalog: Catalog, version: VersionRecord) -> Path:
+    """Write (or rewrite) a version's report, Data Docs and cards; return the folder."""
+    folder = report_folder(catalog.workdir, version.name, version.dataset_hash)
+    folder.mkdir(parents=True, exist_ok=True)
+    report = version_report(catalog, version, previous=_previous(folder))
+    docs = _copy_data_docs(catalog.workdir / "runs" / version.run_id, folder)
+    report["data_docs"] = str(docs / "index.html") if docs else None
+    _write(folder, report)
+    from data_catalog.dataset_cards import write_cards
+
+    write_cards(catalog, version, folder)
+    return folder
+
+
+def refresh_report(config_path: str | Path, dataset_hash: str) -> str | None:
+    """Write a version's report again (after a training run on it, which it lists); a
+    report can always be regenerated later, so a failure here only warns."""
+    import logging
+
+    from pipeline.config import load_run_config
+
+    try:
+        catalog = Catalog.open(load_run_config(config_path).workdir)
+        return str(write_version_report(catalog, catalog.version(dataset_hash)) / REPORT_HTML)
+    except Exception as error:
+        logging.getLogger("thresher").warning("could not refresh the report: %s", error)
+        return None
+
+
+def version_report(
+    catalog: Catalog, version: VersionRecord, previous: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    published = read_version(catalog.version_path(version), verify=False, allow_withdrawn=True)
+    manifest = published.manifest
+    ledger = storage.scan_parquet([published.path / "ledger.parquet"])
+    records = pl.concat(list(published.splits.values())) if published.splits else None
+    splits = audit.split_figures(published.splits)
+    tokenizer, tokens = _token_counts(published, version.dataset_hash, previous)
+    for name, figures in splits.items():
+        figures["tokens"] = tokens.get(name, 0)
+    return {
+        **_common(ledger, manifest["name"], manifest["config"], manifest["sources"]),
+        "kind": "version",
+        "status": version.status,
+        "dataset_hash": version.dataset_hash,
+        "run_id": version.run_id,
+        "error": None,
+        "dedup": audit.dedup_clusters(ledger, records) if records is not None else None,
+        "splits": splits,
+        "split": manifest["split"],
+        "tokenizer": tokenizer,
+        "contamination": audit.contamination(ledger, manifest["protected_eval_sets"]),
+        "gates": _gates(published.path / GATES_FILE),
+        "lineage": {
+            "dataset_hash": version.dataset_hash,
+            "parent_version": version.parent_hash,
+            "config_hash": version.config_hash,
+            "code_version": version.code_version,
+            "run_id": version.run_id,
+            "created_at": manifest["created_at"],
+            "status": version.status,
+            "training_runs": [
+                {key: run[key] for key in ("run_id", "objective", "status", "test_metrics")}
+                for run in training_runs.for_version(catalog, version.dataset_hash)
+            ],
+        },
+        "diff": diff_versions(catalog, version.parent_hash, version.dataset_hash)
+        if version.parent_hash
+        else {"parent": None},
+    }
+
+
+def diff_versions(catalog: Catalog, before: str, after: str) -> dict[str, Any]:
+    """Records added, removed and moved between two versions (by hash or prefix)."""
+    memberships = []
+    for ref in (before, after):
+        version = catalog.version(ref)
+        if version.purged_at is not None:
+            return {
+                "parent": version.dataset_hash,
+                "unavailable": f"version {ref[:12]} was purged: its shards are gone",
+            }
+        path = catalog.version_path(version)
+        memberships.append(read_version(path, verify=False, allow_withdrawn=True).membership())
+    diff = audit.version_diff(*memberships)
+    return {"parent": catalog.version(before).dataset_hash, **diff}
+
+
+def write_failed_run_report(
+    run_dir: Path,
+    name: str,
+    config: dict[str, Any],
+    sources: list[dict[str, Any]],
+    error: str,
+    records_in: int | None,
+) -> Path:
+    """A failed run's report, in its run folder: how far records got (those not decided
+    when it stopped are `unfinished`), and which gate or stage stopped it."""
+    ledger_file = run_dir / "ledger.parquet"
+    ledger = pl.scan_parquet(ledger_file) if ledger_file.exists() else _empty_ledger()
+    # records staged for publishing were not published: no version was registered
+    ledger = ledger.filter(pl.col("stage") != "publish")
+    gates = [json.loads(path.read_text()) for path in sorted((run_dir / "gates").glob("*.json"))]
+    report = {
+        **_common(ledger, name, config, sources, records_in or 0),
+        "kind": "failed_run",
+        "status": "failed",
+        "dataset_hash": None,
+        "run_id": run_dir.name,
+        "error": error,
+        "dedup": None,
+        "splits": None,
+        "split": None,
+        "tokenizer": None,
+        "contamination": None,
+        "gates": gates,
+        "lineage": {"run_id": run_dir.name, "code_version": _code_version(), "training_runs": []},
+        "diff": None,
+        "data_docs": None,
+    }
+    docs = run_dir / "gx" / "uncommitted" / "data_docs" / "local_site"
+    if docs.parent.parent.exists():
+        from expectations.gates import GateProject
+
+        docs = GateProject(run_dir).build_docs()
+        report["data_docs"] = str(docs / "index.html")
+    _write(run_dir, report)
+    return run_dir / REPORT_HTML
+
+
+def _common(
+    ledger: pl.LazyFrame,
+    name: str,
+    config: dict[str, Any],
+    sources: list[dict[str, Any]],
+    records_in: int | None = None,
+) -> dict[str, Any]:
+    policy = PolicyConfig.model_validate(config["policy"])
+    declared = [
+        {
+            **{key: source[key] for key in ("name", "license", "consent", "owner")},
+            "license_class": license_class(
+                source["license"], policy.for_source(source["name"]).licenses.classes
+            ),
+        }
+        for source in sources
+    ]
+    return {
+        "format": FORMAT,
+        "name": name,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "outcomes": audit.outcomes(ledger, records_in),
+        "funnel": audit.funnel(ledger, records_in),
+        "reasons": audit.by_reason(ledger),
+        "blocked": audit.blocked_types(ledger),
+        "sources": audit.source_table(ledger, declared),
+    }
+
+
+def _token_counts(
+    published, dataset_hash: str, previous: dict[str, Any] | None
+) -> tuple[dict[str, str], dict[str, int]]:
+    """Tokens per split with the training tokenizer (MiniLM's WordPiece; a BPE tokenizer is
+    trained per run, so versions are counted in WordPiece tokens). A version's texts never
+    change, so counts from an earlier report of it are reused."""
+    if previous and previous.get("dataset_hash") == dataset_hash and previous.get("tokenizer"):
+        return previous["tokenizer"], {n: s["tokens"] for n, s in previous["splits"].items()}
+    from training.config import TokenizerConfig
+    from training.tokenization import load_minilm
+
+    tokenizer, record = load_minilm(TokenizerConfig())
+    counts = {}
+    for name, frame in published.splits.items():
+        total = 0
+        for batch in frame.select("text").collect().iter_slices(4096):
+            encoded = tokenizer(batch["text"].to_list(), add_special_tokens=False, verbose=False)
+            total += sum(len(ids) for ids in encoded["input_ids"])
+        counts[name] = total
+    name = "minilm (the WordPiece tokenizer of all-MiniLM-L6-v2)"
+    return {"name": name, "digest": record.digest}, counts
+
+
+def _gates(path) -> list[dict[str, Any]]:
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def _copy_data_docs(run_dir: Path, folder: Path) -> Path | None:
+    """Build the run's Data Docs from its Great Expectations project and copy them here."""
+    project = run_dir / "gx"
+    if not project.exists():
+        return None
+    from expectations.gates import GateProject
+
+    site = GateProject(run_dir).build_docs()
+    target = folder / "data_docs"
+    if target != site:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(site, target)
+    return target
+
+
+def _write(folder: Path, report: dict[str, Any]) -> None:
+    (folder / REPORT_JSON).write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (folder / REPORT_HTML).write_text(render(report))
+
+
+def _previous(folder: Path) -> dict[str, Any] | None:
+    path = folder / REPORT_JSON
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _empty_ledger() -> pl.LazyFrame:
+    from pipeline.schema import LEDGER_SCHEMA
+
+    return pl.LazyFrame(schema=LEDGER_SCHEMA)
+
+
+def _code_version() -> str:
+    from pipeline.code_version import code_version
+
+    return code_version()

@@ -1,0 +1,165 @@
+"""Audit reports end to end: every run writes one, its figures are the ledger's, it stands
+alone offline, a failed gate leaves no version and a report naming the failure, and
+`thresher catalog diff` compares two versions."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from helpers import sms_rows, write_jsonl
+from typer.testing import CliRunner
+
+from data_catalog.catalog import Catalog
+from flows.cli import app
+from pipeline import ledger
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+runner = CliRunner()
+
+
+def thresher(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def run_json(config: Path) -> dict:
+    result = thresher("run", "--config", config, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(sms_project):
+    summary = run_json(sms_project)
+    html_path = Path(summary["paths"]["report"])
+    folder = html_path.parent
+    assert folder == sms_project.parent / "work" / "reports" / "test-set" / summary["dataset_hash"]
+    report = json.loads((folder / "report.json").read_text())
+
+    events = pl.scan_parquet(Path(summary["paths"]["version"]) / "ledger.parquet")
+    counts = ledger.check_accounting(events, summary["records_in"])
+    assert report["outcomes"] == {"records_in": summary["records_in"], **counts}
+    assert report["reasons"]["dropped"] == ledger.counts_by_reason(events, terminal=True)["dropped"]
+    funnel = report["funnel"]
+    assert funnel[0]["records"] == summary["records_in"]
+    assert funnel[-1]["records"] == counts["published"]
+    assert sum(row["removed"] for row in funnel) == counts["dropped"] + counts["quarantined"]
+    manifest = json.loads((Path(summary["paths"]["manifest"])).read_text())
+    assert {name: s["records"] for name, s in report["splits"].items()} == manifest["split_counts"]
+    assert all(s["tokens"] > s["records"] for s in report["splits"].values() if s["records"])
+    assert [s["name"] for s in report["sources"]] == ["sms", "changelogs"]
+    by_source = {s["name"]: s for s in report["sources"]}
+    assert by_source["sms"]["license_class"] == "attribution"
+    assert by_source["changelogs"]["license_class"] == "share-alike"
+    assert sum(s["records_in"] for s in report["sources"]) == summary["records_in"]
+    assert [gate["gate"] for gate in report["gates"]] == ["ingested", "governed", "published"]
+    assert all(gate["success"] for gate in report["gates"])
+    assert report["lineage"]["dataset_hash"] == summary["dataset_hash"]
+    assert report["lineage"]["config_hash"] == manifest["config_hash"]
+    assert report["diff"] == {"parent": None}
+    exact = summary["dedup"]["exact"]["dropped"]
+    assert report["dedup"]["dropped_by_method"]["exact"] == exact
+
+    html = html_path.read_text()
+    assert "<script" not in html and "<link" not in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # nothing to fetch
+    assert html.count('src="data:image/png;base64,') >= 3
+    assert f"{counts['published']:,}" in html
+    assert (folder / "data_docs" / "index.html").exists()
+    assert (folder / "croissant.json").exists() and (folder / "datasheet.md").exists()
+    assert (
+        json.loads((Path(summary["paths"]["version"]) / "gates.json").read_text())[0]["gate"]
+        == "ingested"
+    )
+
+
+def test_a_failed_gate_registers_no_version_and_its_report_says_why(sms_project):
+    config = yaml.safe_load(sms_project.read_text())
+    config["gates"] = {"max_text_chars": 40}
+    sms_project.write_text(yaml.safe_dump(config))
+    result = thresher("run", "--config", sms_project)
+    assert result.exit_code == 2
+    assert "the ingested gate failed 1 expectation(s)" in result.stderr
+    assert "expect_column_values_to_be_between on text_chars" in result.stderr
+    workdir = sms_project.parent / "work"
+    catalog = Catalog.open(workdir)
+    assert catalog.versions() == []
+    [run] = catalog.runs()
+    assert run["status"] == "failed" and "GateFailed" in run["error"]
+    report = json.loads((workdir / "runs" / run["run_id"] / "report.json").read_text())
+    assert report["kind"] == "failed_run" and report["dataset_hash"] is None
+    [gate] = report["gates"]
+    [check] = [check for check in gate["checks"] if not check["success"]]
+    assert check["columns"] == "text_chars" and check["failed"] > 0
+    assert all(example["text_chars"] > 40 for example in check["examples"])
+    assert report["outcomes"]["published"] == 0
+    html = (workdir / "runs" / run["run_id"] / "report.html").read_text()
+    assert "This run failed; no version was registered." in html and "text_chars" in html
+    shown = thresher("report", run["run_id"], "--workdir", workdir, "--json")
+    assert json.loads(shown.stdout)["kind"] == "failed_run"
+
+
+def test_report_regenerates_and_catalog_diff_compares_two_versions(sms_project, sms_spam):
+    first = run_json(sms_project)
+    write_jsonl(sms_project.parent / "data" / "sms-2.jsonl", sms_rows(sms_spam, 600, 700))
+    second = run_json(sms_project)
+    workdir = sms_project.parent / "work"
+    diffed = thresher(
+        "catalog", "diff", first["dataset_hash"][:12], second["dataset_hash"][:12],
+        "--workdir", workdir, "--json",
+    )  # fmt: skip
+    assert diffed.exit_code == 0, diffed.stderr
+    diff = json.loads(diffed.stdout)
+    before = set(pl.read_parquet(Path(first["paths"]["shards"]) / "*/*.parquet")["record_id"])
+    after = set(pl.read_parquet(Path(second["paths"]["shards"]) / "*/*.parquet")["record_id"])
+    assert (diff["added"], diff["removed"]) == (len(after - before), len(before - after))
+    assert diff["added"] > 0 and diff["moved"] == 0
+    assert diff["unchanged"] == len(before & after)
+
+    report = json.loads((Path(second["paths"]["report"]).parent / "report.json").read_text())
+    assert {k: report["diff"][k] for k in ("parent", "added", "removed", "moved")} == {
+        "parent": first["dataset_hash"], "added": diff["added"],
+        "removed": diff["removed"], "moved": 0,
+    }  # fmt: skip
+    regenerated = thresher("report", second["dataset_hash"][:10], "--workdir", workdir, "--json")
+    assert regenerated.exit_code == 0, regenerated.stderr
+    again = json.loads(regenerated.stdout)
+    assert again["outcomes"] == report["outcomes"] and again["splits"] == report["splits"]
+
+
+def test_a_failed_published_gate_publishes_nothing_and_reports_the_staged_records(
+    sms_project, monkeypatch
+):
+    import expectations.checks as checks
+
+    found = checks.split_overlaps
+
+    def leaking(version, split):  # as if a text had landed in two splits
+        overlaps = found(version, split)
+        planted = pl.when(pl.col("key") == "content_hash").then(1)
+        return overlaps.with_columns(
+            planted.otherwise("values_in_several_splits").alias("values_in_several_splits")
+        )
+
+    monkeypatch.setattr(checks, "split_overlaps", leaking)
+    result = thresher("run", "--config", sms_project)
+    assert result.exit_code == 2
+    assert "the published gate failed 1 expectation(s)" in result.stderr
+    assert "values_in_several_splits: 1 of 4 rows (e.g. key=content_hash" in result.stderr
+    workdir = sms_project.parent / "work"
+    catalog = Catalog.open(workdir)
+    assert catalog.versions() == [] and not list(workdir.glob("datasets/*/*"))
+    [run] = catalog.runs()
+    report = json.loads((workdir / "runs" / run["run_id"] / "report.json").read_text())
+    outcomes = report["outcomes"]
+    assert outcomes["published"] == 0 and outcomes["unfinished"] > 0
+    assert (
+        outcomes["records_in"]
+        == outcomes["dropped"] + outcomes["quarantined"] + outcomes["unfinished"]
+    )
+    last = report["funnel"][-1]  # the staged records got as far as contamination
+    assert (last["stage"], last["records"]) == ("contamination", outcomes["unfinished"])
+    assert [gate["success"] for gate in report["gates"]] == [True, True, False]

@@ -1,0 +1,115 @@
+"""The audit report's figures from a ledger: outcomes and funnel (also of a run that stopped),
+blocked types, duplicate clusters across dedup stages, masked excerpts, version diffs."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import polars as pl
+from credential_factory import secret_sample
+
+from pipeline import audit
+from pipeline.schema import LEDGER_SCHEMA
+
+
+def ledger(*rows: tuple) -> pl.LazyFrame:
+    """(record_id, stage, action, reason, evidence dict or None, terminal) rows."""
+    return pl.LazyFrame(
+        [
+            (
+                rid,
+                "src",
+                stage,
+                action,
+                reason,
+                json.dumps(evidence) if evidence else None,
+                terminal,
+            )
+            for rid, stage, action, reason, evidence, terminal in rows
+        ],
+        schema=LEDGER_SCHEMA,
+        orient="row",
+    )
+
+
+def dedup(kept: str, method: str, cluster: str) -> dict:
+    return {"duplicate_of": kept, "method": method, "similarity": 0.9, "cluster_id": cluster}
+
+
+def test_outcomes_and_funnel_of_a_finished_and_of_a_stopped_run():
+    events = ledger(
+        ("a", "ingest", "dropped", "empty_text", None, True),
+        ("b", "govern", "quarantined", "secret_detected", None, True),
+        ("c", "exact_dedup", "dropped", "exact_duplicate", dedup("d", "exact", "c"), True),
+        ("d", "publish", "published", None, {"split": "train"}, True),
+        ("e", "publish", "published", None, {"split": "test"}, True),
+    )
+    assert audit.outcomes(events) == {
+        "records_in": 5, "published": 2, "dropped": 2, "quarantined": 1,
+    }  # fmt: skip
+    steps = {row["stage"]: row["records"] for row in audit.funnel(events)}
+    assert steps["records in"] == 5 and steps["govern"] == 3 and steps["contamination"] == 2
+
+    stopped = ledger(("a", "ingest", "dropped", "empty_text", None, True))
+    assert audit.outcomes(stopped, records_in=7) == {
+        "records_in": 7, "published": 0, "dropped": 1, "quarantined": 0, "unfinished": 6,
+    }  # fmt: skip
+    assert audit.funnel(stopped, records_in=7) == [
+        {"stage": "records in", "records": 7, "removed": 0},
+        {"stage": "ingest", "records": 6, "removed": 1},
+    ]
+
+
+def test_blocked_types_count_terminal_and_edit_evidence_but_no_values():
+    events = ledger(
+        ("a", "govern", "quarantined", "secret_detected",
+         {"flags": ["secret_detected"], "detail": {"types": ["github_token", "jwt"]}}, True),
+        ("b", "govern", "dropped", "secret_detected",
+         {"flags": ["secret_detected"], "detail": {"types": ["github_token"]}}, True),
+        ("c", "govern", "edited", "personal_data_redacted", {"types": ["email", "phone"]}, False),
+        ("d", "govern", "quarantined", "personal_data",
+         {"flags": ["personal_data"], "detail": {"types": ["credit_card"]}}, True),
+    )  # fmt: skip
+    assert audit.blocked_types(events) == {
+        "secrets": {"github_token": 2, "jwt": 1},
+        "personal_data": {"credit_card": 1, "email": 1, "phone": 1},
+    }
+
+
+def test_a_cluster_merged_by_a_later_stage_counts_once_with_its_final_id():
+    # c is an exact duplicate of b; b is then a near duplicate of a, which is published
+    events = ledger(
+        ("c", "exact_dedup", "dropped", "exact_duplicate", dedup("b", "exact", "b"), True),
+        ("b", "near_dedup", "dropped", "near_duplicate", dedup("a", "minhash", "a"), True),
+        ("a", "publish", "published", None, None, True),
+        ("x", "publish", "published", None, None, True),
+    )
+    published = pl.LazyFrame(
+        {"record_id": ["a", "x"], "cluster_id": ["a", "x"], "text": ["kept text", "alone"]}
+    )
+    clusters = audit.dedup_clusters(events, published)
+    assert clusters["clusters"] == 1 and clusters["size_histogram"] == {3: 1}
+    assert clusters["dropped_by_method"] == {"exact": 1, "minhash": 1}
+    [example] = clusters["examples"]
+    assert example["published"] == [{"record_id": "a", "text": "kept text"}]
+    assert [d["record_id"] for d in example["dropped"]] == ["b", "c"]
+
+
+def test_an_excerpt_masks_a_secret_that_runs_past_the_excerpt():
+    sample = secret_sample("private_key", random.Random(5))
+    text = "deploy key follows\n" + sample.text * 3
+    excerpt = audit.redacted_excerpt(text)
+    assert "<SECRET:private_key>" in excerpt
+    assert sample.value[40:60] not in excerpt
+    assert len(excerpt) <= audit.EXAMPLE_CHARS + 1
+
+
+def test_version_diff_counts_added_removed_and_moved():
+    before = pl.LazyFrame({"record_id": ["a", "b", "c"], "split": ["train", "test", "train"]})
+    after = pl.LazyFrame({"record_id": ["a", "b", "d"], "split": ["train", "train", "test"]})
+    diff = audit.version_diff(before, after)
+    assert (diff["added"], diff["removed"], diff["moved"], diff["unchanged"]) == (1, 1, 1, 1)
+    assert diff["moves"] == {"test -> train": 1}
+    assert diff["examples"] == {"added": ["d"], "removed": ["c"], "moved": ["b"]}
+    assert audit.version_diff(None, after) == {"parent": None}
