@@ -105,6 +105,31 @@ def stage_version(
     return publish(frame, cfg.publish, ctx, staging, extra={"code_version": "test"}), cfg
 
 
+def queue_for_review(root: Path, rows: dict[str, list[dict]]):
+    """Ingest and govern `rows` (per source name: id, text, user, and optionally note and
+    license) as dataset `chatlogs` and queue what governance quarantines in the catalog of
+    `root/work`, as a nightly run would; returns the catalog and how many items were queued."""
+    from data_catalog import review_queue
+    from data_catalog.catalog import Catalog
+    from pipeline.govern import govern
+
+    fields = {"id": "id", "group": "user", "license": "license", "metadata": ["note"]}
+    declared = []
+    for name, records in rows.items():
+        write_jsonl(root / "data" / f"{name}.jsonl", records)
+        declared.append(
+            SourceDeclaration(
+                name=name, location=f"data/{name}.jsonl", format="jsonl", fields=fields,
+                license="CC-BY-4.0", consent="explicit", owner="tests", base_dir=str(root),
+            )
+        )  # fmt: skip
+    cfg = RunConfig(name="chatlogs", workdir=str(root / "work"), sources=declared)
+    ctx = RunContext(run_id="run-1", run_dir=root, config=cfg, config_hash=config_hash(cfg))
+    result = govern(ingest(declared, ctx, root / "in").frame, cfg.policy, ctx)
+    catalog = Catalog.open(root / "work")
+    return catalog, review_queue.enqueue(catalog, result.review_items, "chatlogs", "run-1")
+
+
 def as_records(rows: list[dict], **defaults) -> pl.LazyFrame:
     """Records in the canonical schema from partial rows; missing fields are `defaults` or
     null."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from credential_factory import secret_sample
-from helpers import SMS_SOURCE, write_jsonl, write_project
+from helpers import SMS_SOURCE, queue_for_review, write_project
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -25,10 +25,6 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from data_catalog import review_queue
 from data_catalog.catalog import Catalog
-from pipeline.config import RunConfig, SourceDeclaration, config_hash
-from pipeline.govern import govern
-from pipeline.ingest import ingest
-from pipeline.stage import RunContext
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 REPO = Path(__file__).resolve().parents[2]
@@ -52,21 +48,8 @@ def queued_project(root: Path, token: str) -> tuple[Path, dict[str, str]]:
             {"id": "m2", "text": "terms?", "user": "u5", "license": "LicenseRef-mystery"},
         ],
     }
-    fields = {"id": "id", "group": "user", "license": "license", "metadata": ["note"]}
-    declared = []
-    for name, records in rows.items():
-        write_jsonl(root / "data" / f"{name}.jsonl", records)
-        declared.append(
-            SourceDeclaration(
-                name=name, location=f"data/{name}.jsonl", format="jsonl", fields=fields,
-                license="CC-BY-4.0", consent="explicit", owner="tests", base_dir=str(root),
-            )
-        )  # fmt: skip
-    cfg = RunConfig(name="chatlogs", workdir=str(root / "work"), sources=declared)
-    ctx = RunContext(run_id="run-1", run_dir=root, config=cfg, config_hash=config_hash(cfg))
-    result = govern(ingest(declared, ctx, root / "in").frame, cfg.policy, ctx)
-    catalog = Catalog.open(root / "work")
-    assert review_queue.enqueue(catalog, result.review_items, "chatlogs", "run-1") == 3
+    catalog, queued = queue_for_review(root, rows)
+    assert queued == 3
     reviewers = {"ana": f"sha256:{hashlib.sha256(token.encode()).hexdigest()}"}
     config = write_project(root, [SMS_SOURCE], review={"reviewers": reviewers})
     return config, {"github_token": github.value, "stripe_key": stripe.value}

@@ -15,17 +15,14 @@ import pytest
 import yaml
 from credential_factory import secret_sample
 from fastapi.testclient import TestClient
-from helpers import SMS_SOURCE, write_jsonl, write_project
+from helpers import SMS_SOURCE, queue_for_review, write_project
 from typer.testing import CliRunner
 
 from data_catalog import review_queue
 from data_catalog.catalog import Catalog
 from flows.cli import app as cli_app
 from flows.review_server import SESSION_COOKIE, create_app
-from pipeline.config import ReviewConfig, RunConfig, SourceDeclaration, config_hash
-from pipeline.govern import govern
-from pipeline.ingest import ingest
-from pipeline.stage import RunContext
+from pipeline.config import ReviewConfig
 
 
 def queued_catalog(root: Path) -> tuple[Catalog, dict[str, str]]:
@@ -44,21 +41,8 @@ def queued_catalog(root: Path) -> tuple[Catalog, dict[str, str]]:
             {"id": "m2", "text": "terms?", "user": "u5", "license": "LicenseRef-mystery"},
         ],
     }
-    fields = {"id": "id", "group": "user", "license": "license", "metadata": ["note"]}
-    declared = []
-    for name, records in rows.items():
-        write_jsonl(root / "data" / f"{name}.jsonl", records)
-        declared.append(
-            SourceDeclaration(
-                name=name, location=f"data/{name}.jsonl", format="jsonl", fields=fields,
-                license="CC-BY-4.0", consent="explicit", owner="tests", base_dir=str(root),
-            )
-        )  # fmt: skip
-    cfg = RunConfig(name="chatlogs", workdir=str(root / "work"), sources=declared)
-    ctx = RunContext(run_id="run-1", run_dir=root, config=cfg, config_hash=config_hash(cfg))
-    result = govern(ingest(declared, ctx, root / "in").frame, cfg.policy, ctx)
-    catalog = Catalog.open(root / "work")
-    assert review_queue.enqueue(catalog, result.review_items, "chatlogs", "run-1") == 4
+    catalog, queued = queue_for_review(root, rows)
+    assert queued == 4
     return catalog, {"github_token": github.value, "stripe_key": stripe.value}
 
 
