@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from expectations.gates import GateProject, GateResult, suites_of
 from pipeline import content_findings, reasons
 from pipeline.config import SPLITS, GatesConfig, RunConfig, SplitConfig
-from pipeline.leakage import leakage_columns
+from pipeline.leakage import leakage_columns, spanning
 from pipeline.licenses import license_class
 from pipeline.publish import file_sha256
 
@@ -131,18 +131,9 @@ def split_overlaps(version: pl.LazyFrame, split: SplitConfig) -> pl.DataFrame:
     splits may cut groups): how many of its values sit in more than one split."""
     rows = []
     for key in ("record_id", *leakage_columns(split)):
-        shared = (
-            version.filter(pl.col(key).is_not_null())
-            .group_by(key)
-            .agg(
-                pl.col("split").n_unique().alias("splits"),
-                pl.col("record_id").first().alias("example"),
-            )
-            .filter(pl.col("splits") > 1)
-            .collect()
-        )
-        examples = ",".join(shared["example"].head(3).to_list())
-        rows.append((key, shared.height, examples))
+        shared = spanning(version, key).collect()
+        examples = shared["first_record"].unique(maintain_order=True).head(3).to_list()
+        rows.append((key, shared[key].n_unique(), ",".join(examples)))
     return pl.DataFrame(rows, schema=["key", "values_in_several_splits", "examples"], orient="row")
 
 

@@ -27,20 +27,25 @@ def leakage_columns(cfg: SplitConfig) -> tuple[str, ...]:
     return ("group", "cluster_id", "content_hash")
 
 
+def spanning(frame: pl.LazyFrame, column: str) -> pl.LazyFrame:
+    """(value, split, first_record: its smallest record_id there) for each non-null value of
+    `column` found in more than one split."""
+    return (
+        frame.filter(pl.col(column).is_not_null())
+        .group_by(column, "split")
+        .agg(pl.col("record_id").min().alias("first_record"))
+        .filter(pl.len().over(column) > 1)
+        .sort(column, pl.col("split").replace_strict(_SPLIT_ORDER, default=len(SPLITS)))
+    )
+
+
 def check_disjoint(assigned: pl.DataFrame | pl.LazyFrame, by: tuple[str, ...]) -> None:
     """Raise LeakageError when a non-null value of a column in `by` is in two splits."""
     frame = assigned.lazy()
     present = frame.collect_schema().names()
     findings = []
     for column in (name for name in by if name in present):
-        spread = (
-            frame.filter(pl.col(column).is_not_null())
-            .group_by(column, "split")
-            .agg(pl.col("record_id").min())
-            .filter(pl.len().over(column) > 1)
-            .sort(column, pl.col("split").replace_strict(_SPLIT_ORDER, default=len(SPLITS)))
-            .collect()
-        )
+        spread = spanning(frame, column).collect()
         if spread.height:
             findings.append(_describe(column, spread))
     if findings:
@@ -59,7 +64,7 @@ def _describe(column: str, spread: pl.DataFrame) -> str:
         rows = spread.filter(pl.col(column) == value)
         places = [
             f"{split} (record {record_id})"
-            for split, record_id in rows.select("split", "record_id").iter_rows()
+            for split, record_id in rows.select("split", "first_record").iter_rows()
         ]
         shown = str(value) if len(str(value)) <= 64 else str(value)[:63] + "…"
         examples.append(f"{column} {shown} is in {', '.join(places[:-1])} and {places[-1]}")
