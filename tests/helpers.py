@@ -27,6 +27,23 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CHANGELOGS = FIXTURES / "debian"
 
 
+def thresher(*args):
+    """Run the `thresher` CLI in this process (exceptions propagate)."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def run_json(config: Path) -> dict:
+    """`thresher run --config CONFIG --json`, which must succeed: its one summary line."""
+    result = thresher("run", "--config", config, "--json")
+    assert result.exit_code == 0, result.stderr
+    (line,) = result.stdout.strip().splitlines()
+    return json.loads(line)
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))

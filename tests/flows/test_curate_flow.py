@@ -8,26 +8,12 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
-from typer.testing import CliRunner
+from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
 
 from data_catalog.catalog import Catalog, open_version
-from flows.cli import app
 from pipeline import ledger
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
-runner = CliRunner()
-
-
-def thresher(*args: str):
-    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
-
-
-def run_json(config: Path) -> dict:
-    result = thresher("run", "--config", config, "--json")
-    assert result.exit_code == 0, result.stderr
-    (line,) = result.stdout.strip().splitlines()
-    return json.loads(line)
 
 
 def test_run_publishes_a_version_and_accounts_for_every_record(sms_project, sms_spam):

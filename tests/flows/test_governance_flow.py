@@ -16,26 +16,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 from credential_factory import secret_sample
-from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
-from typer.testing import CliRunner
+from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
 
 from data_catalog.catalog import Catalog, open_version
-from flows.cli import app
 from pipeline.errors import DataError
 from pipeline.secrets import SECRET_TYPES
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
-runner = CliRunner()
-
-
-def thresher(*args):
-    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
-
-
-def run_json(config: Path) -> dict:
-    result = thresher("run", "--config", config, "--json")
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 def planted_project(root: Path, sms_spam: pl.DataFrame) -> tuple[Path, dict[str, str]]:

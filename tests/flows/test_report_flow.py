@@ -11,25 +11,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from helpers import sms_rows, write_jsonl
-from typer.testing import CliRunner
+from helpers import run_json, sms_rows, thresher, write_jsonl
 
 from data_catalog.catalog import Catalog
-from flows.cli import app
 from pipeline import ledger
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
-runner = CliRunner()
-
-
-def thresher(*args):
-    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
-
-
-def run_json(config: Path) -> dict:
-    result = thresher("run", "--config", config, "--json")
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(sms_project):

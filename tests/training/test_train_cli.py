@@ -5,20 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers import thresher
 from prefect.logging import disable_run_logger
 from trainkit import run_manifest, tiny
-from typer.testing import CliRunner
 
 from data_catalog import training_runs
-from flows.cli import app
 from flows.train import train_flow
 from training.loop import Trainer, TrainingError
-
-runner = CliRunner()
-
-
-def thresher(*args):
-    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
 def test_thresher_train_json_prints_one_summary(project):
