@@ -69,6 +69,17 @@ DEFAULT_FIELDS = {
 }
 
 
+class SyntheticDeclaration(Strict):
+    """A source whose texts a model or a program generated, and how."""
+
+    generator: Annotated[str, Field(min_length=1)] = Field(
+        description="what generated them, with its version: a model id, a script and commit"
+    )
+    parameters: dict[str, Any] = Field(
+        {}, description="generation parameters (prompt template, temperature, seed ...)"
+    )
+
+
 class SourceDeclaration(Strict):
     """A declared text source: where it is, how to read it, and on what terms we hold it."""
 
@@ -92,6 +103,14 @@ class SourceDeclaration(Strict):
     allowed_uses: list[Literal[USES]] = []
     removal_contact: str | None = None
     description: str | None = None
+    synthetic: SyntheticDeclaration | None = Field(
+        None, description="declare the source generated: its records carry synthetic=true"
+    )
+    known_after_outcome: list[str] = Field(
+        [],
+        description="input fields known only after the label was decided (a resolution code, "
+        "a closing date): never read into records, listed as excluded in the manifest",
+    )
     base_dir: str = Field("", description="set by the loader: where relative locations start")
 
     @field_validator("license")
@@ -121,7 +140,21 @@ class SourceDeclaration(Strict):
     def _default_fields(self) -> SourceDeclaration:
         if self.fields is None:
             object.__setattr__(self, "fields", DEFAULT_FIELDS.get(self.format, FieldMapping()))
+        fields = self.fields
+        canonical = {fields.text, fields.id, fields.group, fields.timestamp, fields.label}
+        leaking = sorted(set(self.known_after_outcome) & canonical)
+        if leaking:
+            raise ValueError(
+                f"known_after_outcome names {', '.join(leaking)}, which fields: maps to a record "
+                "field (text, id, group, timestamp or label); only metadata fields can be excluded"
+            )
         return self
+
+    @property
+    def metadata_fields(self) -> list[str]:
+        """The metadata fields records carry: the declared ones less those known only after
+        the outcome."""
+        return [name for name in self.fields.metadata if name not in self.known_after_outcome]
 
     @property
     def root_dir(self) -> str:
@@ -229,6 +262,22 @@ class QualityConfig(Strict):
     lines: LineRules = LineRules()
 
 
+class BoilerplateConfig(Strict):
+    """Segment-level exact dedup across documents (pipeline/boilerplate.py): a segment (a
+    paragraph, or a line) found in more than `max_documents` distinct documents is removed
+    from every document; a document left empty is dropped with reason `only_boilerplate`."""
+
+    segment: Literal["paragraph", "line"] = Field(
+        "paragraph", description="paragraph: text between blank lines; line: each line"
+    )
+    max_documents: Annotated[int, Field(ge=1)] = Field(
+        20, description="a segment in more distinct documents than this is boilerplate"
+    )
+    min_chars: Annotated[int, Field(ge=1)] = Field(
+        20, description="shorter segments (greetings, bullets) are never boilerplate"
+    )
+
+
 class DedupConfig(Strict):
     exact: bool = True
     minhash: MinHashConfig | None = MinHashConfig()
@@ -241,8 +290,14 @@ class DedupConfig(Strict):
         "longest_text",
         "lowest_record_id",
     ]
+    label_conflicts: Literal["review", "majority"] = Field(
+        "review",
+        description="a duplicate cluster whose members carry different labels: review queues "
+        "it (reason label_conflict); majority keeps the most common label (ties: review)",
+    )
+    boilerplate: BoilerplateConfig | None = BoilerplateConfig()
 
-    @field_validator("minhash", "semantic", mode="before")
+    @field_validator("minhash", "semantic", "boilerplate", mode="before")
     @classmethod
     def _on_off(cls, value: Any) -> Any:
         return _switch(value)
@@ -518,6 +573,66 @@ class PolicyConfig(Strict):
         return self
 
 
+class SyntheticPolicy(Strict):
+    """Records of sources declared `synthetic` (pipeline/synthetic.py)."""
+
+    held_out: bool = Field(
+        False,
+        description="allow synthetic records in validation and test; by default they are "
+        "moved to train, or dropped (synthetic_held_out) where moving would leak",
+    )
+    max_share: dict[Literal[SPLITS], Annotated[float, Field(ge=0, le=1)]] = Field(
+        {}, description="most a split's records may be synthetic; the excess is dropped"
+    )
+
+
+AUGMENT_TRANSFORMS = (
+    "word_dropout",
+    "word_swap",
+    "word_insert",
+    "char_noise",
+    "case",
+    "punctuation",
+)
+
+
+class AugmentConfig(Strict):
+    """Label-preserving variants of train records (pipeline/augment.py), each checked by its
+    MiniLM embedding: kept when within `min_cosine` of its origin and closer to its own
+    label's centroid than to any other; otherwise dropped (drifted) or queued (uncertain)."""
+
+    seed: int = 13
+    fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.1, description="share of labelled train records that get variants"
+    )
+    variants: Annotated[int, Field(ge=1, le=16)] = Field(1, description="variants per record")
+    transforms: list[Literal[AUGMENT_TRANSFORMS]] = list(AUGMENT_TRANSFORMS)
+    strength: Annotated[float, Field(gt=0, le=0.5)] = Field(
+        0.1, description="share of words (or characters, for char_noise) a transform touches"
+    )
+    min_cosine: Similarity = Field(0.85, description="cosine to the origin a variant must keep")
+    batch_size: Annotated[int, Field(ge=1)] = 64
+
+    @field_validator("transforms")
+    @classmethod
+    def _some_transform(cls, transforms: list[str]) -> list[str]:
+        if not transforms:
+            raise ValueError(f"name at least one transform: {', '.join(AUGMENT_TRANSFORMS)}")
+        return list(dict.fromkeys(transforms))
+
+
+class FieldLeakageConfig(Strict):
+    """The single-feature check: a metadata field whose values alone predict the label on the
+    train split (balanced accuracy, two folds) is reported as a leakage warning."""
+
+    max_accuracy: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.95, description="balanced accuracy above which a field is reported as leaking"
+    )
+    min_records: Annotated[int, Field(ge=2)] = Field(
+        20, description="labelled train records with the field needed to judge it"
+    )
+
+
 class RunnerConfig(Strict):
     """Where the per-record stages run, part by part: threads here, or a Dask cluster."""
 
@@ -610,6 +725,9 @@ class RunConfig(Strict):
     dedup: DedupConfig = DedupConfig()
     split: SplitConfig = SplitConfig()
     contamination: ContaminationConfig = ContaminationConfig()
+    synthetic: SyntheticPolicy = SyntheticPolicy()
+    augment: AugmentConfig | None = Field(None, description="off unless given")
+    field_leakage: FieldLeakageConfig = FieldLeakageConfig()
     publish: PublishConfig = PublishConfig()
     runner: RunnerConfig = RunnerConfig()
     alerts: AlertsConfig = AlertsConfig()
@@ -622,6 +740,11 @@ class RunConfig(Strict):
         if isinstance(self.sources, str):
             raise ConfigError("sources were not resolved: load the config with load_run_config")
         return self.sources
+
+    @field_validator("augment", mode="before")
+    @classmethod
+    def _augment_on_off(cls, value: Any) -> Any:
+        return _switch(value)
 
     @model_validator(mode="after")
     def _unique_source_names(self) -> RunConfig:
@@ -688,6 +811,7 @@ def load_run_config(path: str | Path) -> RunConfig:
             f"invalid config:\n  {path}:{line}: train.sources: {unknown[0]!r} is not a declared "
             f"source (declared: {', '.join(declared)})"
         )
+    _check_features(cfg, path, lines)
     _check_urls(cfg, path)
     workdir = (base / cfg.workdir).resolve()
     update: dict = {"workdir": str(workdir)}
@@ -697,6 +821,33 @@ def load_run_config(path: str | Path) -> RunConfig:
             update={"location": str((base / location).resolve())}
         )
     return cfg.model_copy(update=update)
+
+
+def _check_features(cfg: RunConfig, path: Path, lines: dict[tuple, int]) -> None:
+    """train.features must name metadata fields the trained sources publish."""
+    if cfg.train is None or not cfg.train.features:
+        return
+    trained = [s for s in cfg.source_list if not cfg.train.sources or s.name in cfg.train.sources]
+    published = {name for source in trained for name in source.metadata_fields}
+    for index, feature in enumerate(cfg.train.features):
+        if feature in published:
+            continue
+        excluded = [s.name for s in trained if feature in s.known_after_outcome]
+        if excluded:
+            why = (
+                f"source {', '.join(excluded)} declares it known_after_outcome, so it is never "
+                "published: it would leak the label"
+            )
+        else:
+            why = (
+                "no trained source publishes a metadata field of this name (published: "
+                f"{', '.join(sorted(published)) or 'none'})"
+            )
+        line = lines.get(("train", "features", index))
+        raise ConfigError(
+            f"invalid config:\n  {path}:{line}: train.features: {feature!r}: {why}; remove it "
+            "from train.features"
+        )
 
 
 def _check_urls(cfg: RunConfig, path: Path) -> None:

@@ -47,7 +47,7 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
         *content_findings.SCANNED_FIELDS,
     ).collect()  # fmt: skip
     metadata_names = sorted(
-        {name for source in sources.values() for name in source.fields.metadata}
+        {name for source in sources.values() for name in source.metadata_fields}
     )
     terms = terms_table(records, sources, cfg)
     secrets = content_findings.secret_findings(records, cfg, metadata_names)

@@ -137,7 +137,12 @@ def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFra
         column(fields.label).alias("label"),
         column(fields.license).fill_null(source.license).alias("license"),
         column(fields.consent).fill_null(source.consent).alias("consent"),
-        _metadata_json(raw, fields.metadata).alias("metadata"),
+        _metadata_json(raw, source.metadata_fields).alias("metadata"),
+        pl.lit(source.synthetic is not None).alias("synthetic"),
+        pl.lit(source.synthetic.generator if source.synthetic else None, pl.String).alias(
+            "generator"
+        ),
+        pl.lit(None, pl.String).alias("augmented_from"),
     )
     error = (
         pl.when(pl.col("_error").is_not_null())

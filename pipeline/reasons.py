@@ -12,6 +12,7 @@ TERMINAL_ACTIONS = (PUBLISHED, DROPPED, QUARANTINED)
 EDITED = "edited"
 MOVED = "moved"
 APPROVED = "approved"  # a reviewer approved a quarantined record; it goes on
+GENERATED = "generated"  # a record made by the run itself (augmentation); evidence its origin
 
 # Ingest: bad rows. Evidence holds the file and the line (jsonl, text) or row (csv, parquet).
 INVALID_JSON = "invalid_json"
@@ -64,3 +65,25 @@ LANGUAGE_NOT_ALLOWED = "language_not_allowed"
 LANGUAGE_UNCERTAIN = "language_uncertain"
 LANGUAGE_REASONS = (LANGUAGE_NOT_ALLOWED, LANGUAGE_UNCERTAIN)
 LINES_REMOVED = "lines_removed"  # edit: C4 line rules removed lines; evidence the rule per line
+
+# Labels (exact and near dedup): a duplicate cluster whose members carry different labels.
+# The quarantine's evidence lists every member (record_id, source, label); the edits say
+# which label the kept record was given and why, with the labels counted and the minority.
+LABEL_CONFLICT = "label_conflict"
+LABEL_MAJORITY = "label_majority"  # edit: dedup.label_conflicts is majority
+LABEL_ADJUDICATED = "label_adjudicated"  # edit: a reviewer chose the label
+
+# Synthetic sources (pipeline/synthetic.py). Moves out of validation/test use
+# SYNTHETIC_HELD_OUT too, with evidence {from, to}.
+SYNTHETIC_CAP = "synthetic_cap"  # beyond synthetic.max_share of its split
+SYNTHETIC_HELD_OUT = "synthetic_held_out"  # in validation/test, and moving it would leak
+
+# Augmentation (pipeline/augment.py): generated variants of train records.
+AUGMENTED = "augmented"  # the `generated` event of a variant; evidence origin and transforms
+AUGMENTATION_DRIFTED = "augmentation_drifted"  # cosine to its origin below augment.min_cosine
+AUGMENTATION_UNCERTAIN = "augmentation_uncertain"  # nearer another label's centroid: review
+AUGMENTATION_DUPLICATE = "augmentation_duplicate"  # its text is already a record's
+
+# Boilerplate (pipeline/boilerplate.py): segments repeated across many documents.
+BOILERPLATE_REMOVED = "boilerplate_removed"  # edit; evidence the segments' hashes and counts
+ONLY_BOILERPLATE = "only_boilerplate"  # nothing was left

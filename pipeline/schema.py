@@ -18,6 +18,9 @@ RECORD_SCHEMA = pl.Schema(
         "license": pl.String,
         "consent": pl.String,
         "metadata": pl.String,  # a JSON object of the declared metadata fields
+        "synthetic": pl.Boolean,  # from a source declared synthetic
+        "generator": pl.String,  # that source's generator
+        "augmented_from": pl.String,  # a generated variant's origin record_id
     }
 )
 

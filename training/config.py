@@ -50,6 +50,9 @@ class CausalLMModel(Strict):
 class TrainConfig(Strict):
     objective: Literal["classification", "causal_lm"] = "classification"
     sources: list[str] | None = None  # train on these sources' records only (default: all)
+    # metadata fields the model sees besides the text, as `field: value` lines before it; each
+    # must be a published field of the version (not one excluded as known after the outcome)
+    features: list[str] = []
     seed: int = 13
     epochs: PositiveInt = 3
     max_steps: PositiveInt | None = None  # when set, overrides epochs
