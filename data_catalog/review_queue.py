@@ -7,12 +7,21 @@ again queues nothing new, and a record that changed anywhere is reviewed again. 
 so of two reviewers deciding one item at once exactly one wins and the other is told who
 did. Approved items let their record through the governance stage of the next run;
 rejected content is dropped by every later run and never queued again.
+
+Items of LABEL_REASONS (a duplicate cluster whose members carry different labels) are
+approved with the label the kept record is published with; that label is stored on the item,
+on the decision and as the reviewer's label of the item. Other reviewers may label an item
+without deciding it (`record_label`); `agreement` compares every two reviewers' labels.
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from fractions import Fraction
+from itertools import combinations
 from typing import Any
 
 import polars as pl
@@ -22,11 +31,13 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from data_catalog import tables
 from data_catalog.catalog import Catalog, now, transaction_lock
+from pipeline import reasons
 from pipeline.errors import DataError
 from pipeline.schema import REVIEW_DECISION_SCHEMA
 
 STATUSES = ("pending", "approved", "rejected")
 DECISIONS = ("approved", "rejected")
+LABEL_REASONS = (reasons.LABEL_CONFLICT,)  # items approved with a label, and labelled
 
 
 @dataclass(frozen=True)
@@ -99,22 +110,35 @@ def history(catalog: Catalog, item_id: int) -> list[dict[str, Any]]:
 
 
 def decide(
-    catalog: Catalog, item_id: int, decision: str, reviewer: str, note: str | None
+    catalog: Catalog,
+    item_id: int,
+    decision: str,
+    reviewer: str,
+    note: str | None,
+    label: str | None = None,
 ) -> Decided | Conflict:
     """Approve or reject one pending item. Only a pending item can be decided; a second
-    decision (also one racing this one) gets a Conflict naming the first."""
+    decision (also one racing this one) gets a Conflict naming the first. Approving an item of
+    LABEL_REASONS takes the label its record is published with; no other decision takes one."""
     if decision not in DECISIONS:
         raise DataError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
     if not reviewer or not reviewer.strip():
         raise DataError("a decision needs the reviewer's name (--reviewer NAME)")
-    item(catalog, item_id)  # a clear error for an unknown id
+    entry = item(catalog, item_id)  # a clear error for an unknown id
+    label = checked_label(entry, decision, label)
     decided_at = now()
     table = tables.review_items
     with catalog.engine.begin() as connection:
         changed = connection.execute(
             update(table)
             .where(table.c.id == item_id, table.c.status == "pending")
-            .values(status=decision, reviewer=reviewer, note=note, decided_at=decided_at)
+            .values(
+                status=decision,
+                reviewer=reviewer,
+                note=note,
+                decided_at=decided_at,
+                adjudicated_label=label,
+            )
         ).rowcount
         if changed == 1:
             connection.execute(
@@ -124,8 +148,11 @@ def decide(
                     reviewer=reviewer,
                     note=note,
                     decided_at=decided_at,
+                    label=label,
                 )
             )
+            if label is not None:
+                _store_label(connection, item_id, reviewer, label, decided_at)
             return Decided(item_id, decision)
     current = item(catalog, item_id)
     return Conflict(
@@ -133,6 +160,135 @@ def decide(
         f"item {item_id} was already {current['status']} by {current['reviewer']} at "
         f"{_when(current['decided_at'])}; nothing changed",
     )
+
+
+def checked_label(entry: dict[str, Any], decision: str, label: str | None) -> str | None:
+    """The label a decision on `entry` stores (stripped); a DataError when an approval of a
+    label conflict has none, or another decision has one."""
+    label = label.strip() if label is not None else None
+    if label == "":
+        raise DataError(f"item {entry['id']}: a label cannot be empty")
+    labelled = entry["reason"] in LABEL_REASONS
+    if labelled and decision == "approved" and label is None:
+        raise DataError(
+            f"item {entry['id']} is a label conflict: approving it publishes its kept record "
+            f"with the label you choose; pass --label LABEL (its members are labelled "
+            f"{member_labels(entry)}; see `thresher review show {entry['id']}`)"
+        )
+    if label is not None and not (labelled and decision == "approved"):
+        what = "a rejection" if labelled else f"a {entry['reason']} item"
+        raise DataError(
+            f"item {entry['id']}: {what} takes no label; only approving a label conflict does"
+        )
+    return label
+
+
+def members(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cluster members an item's evidence lists (record_id, source, label); none for
+    items of other reasons."""
+    try:
+        evidence = json.loads(entry["evidence"] or "null")
+    except ValueError:
+        return []
+    listed = evidence.get("members") if isinstance(evidence, dict) else None
+    return listed if isinstance(listed, list) else []
+
+
+def member_labels(entry: dict[str, Any]) -> str:
+    """`spam ×2 (sms), ham ×1 (sms, forum)`: each label with its members' count and sources."""
+    counts = Counter(member.get("label") for member in members(entry))
+    sources: dict[Any, set[str]] = {}
+    for member in members(entry):
+        sources.setdefault(member.get("label"), set()).add(str(member.get("source")))
+    if not counts:
+        return "(no members listed)"
+    return ", ".join(
+        f"{'null' if label is None else label} ×{n} ({', '.join(sorted(sources[label]))})"
+        for label, n in sorted(counts.items(), key=lambda pair: (-pair[1], str(pair[0])))
+    )
+
+
+def record_label(catalog: Catalog, item_id: int, reviewer: str, label: str) -> None:
+    """Record `reviewer`'s label of an item of LABEL_REASONS without deciding it (an item of
+    any status); it replaces their earlier label of the item."""
+    if not reviewer or not reviewer.strip():
+        raise DataError("a label needs the reviewer's name (--reviewer NAME)")
+    entry = item(catalog, item_id)
+    if entry["reason"] not in LABEL_REASONS:
+        raise DataError(
+            f"item {item_id} is a {entry['reason']} item: only label conflicts are labelled"
+        )
+    label = (label or "").strip()
+    if not label:
+        raise DataError(f"item {item_id}: a label cannot be empty (--label LABEL)")
+    with catalog.engine.begin() as connection:
+        _store_label(connection, item_id, reviewer, label, now())
+
+
+def _store_label(connection, item_id: int, reviewer: str, label: str, at: datetime) -> None:
+    dialect = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}[connection.dialect.name]
+    statement = dialect(tables.review_labels).values(
+        item_id=item_id, reviewer=reviewer, label=label, labelled_at=at
+    )
+    connection.execute(
+        statement.on_conflict_do_update(
+            index_elements=["item_id", "reviewer"],
+            set_={"label": statement.excluded.label, "labelled_at": statement.excluded.labelled_at},
+        )
+    )
+
+
+def labels(catalog: Catalog, item_id: int) -> list[dict[str, Any]]:
+    """Every reviewer's label of an item, by reviewer."""
+    table = tables.review_labels
+    query = (
+        select(table.c.reviewer, table.c.label, table.c.labelled_at)
+        .where(table.c.item_id == item_id)
+        .order_by(table.c.reviewer)
+    )
+    with catalog.engine.connect() as connection:
+        return [dict(row) for row in connection.execute(query).mappings()]
+
+
+def agreement(catalog: Catalog, reason: str | None = None) -> list[dict[str, Any]]:
+    """For every two reviewers who labelled at least one common item (of `reason`, when
+    given): the items they share, how many they labelled alike, observed agreement p_o,
+    expected agreement p_e (chance, from each reviewer's own label frequencies on those
+    items) and Cohen's kappa (p_o - p_e) / (1 - p_e); kappa is None when p_e is 1."""
+    table, queued = tables.review_labels, tables.review_items
+    query = select(table.c.item_id, table.c.reviewer, table.c.label).join(
+        queued, queued.c.id == table.c.item_id
+    )
+    if reason is not None:
+        query = query.where(queued.c.reason == reason)
+    by_item: dict[int, dict[str, str]] = {}
+    with catalog.engine.connect() as connection:
+        for item_id, reviewer, label in connection.execute(query):
+            by_item.setdefault(item_id, {})[reviewer] = label
+    reviewers = sorted({name for labelled in by_item.values() for name in labelled})
+    pairs = []
+    for first, second in combinations(reviewers, 2):
+        shared = [(v[first], v[second]) for v in by_item.values() if first in v and second in v]
+        if shared:
+            pairs.append(_kappa(first, second, shared))
+    return pairs
+
+
+def _kappa(first: str, second: str, shared: list[tuple[str, str]]) -> dict[str, Any]:
+    n = len(shared)
+    agreed = sum(a == b for a, b in shared)
+    mine, theirs = Counter(a for a, _ in shared), Counter(b for _, b in shared)
+    observed = Fraction(agreed, n)
+    expected = sum(Fraction(mine[label] * theirs[label], n * n) for label in mine)
+    kappa = None if expected == 1 else float((observed - expected) / (1 - expected))
+    return {
+        "reviewers": [first, second],
+        "items": n,
+        "agreed": agreed,
+        "observed": float(observed),
+        "expected": float(expected),
+        "kappa": kappa,
+    }
 
 
 def decisions_frame(catalog: Catalog) -> pl.DataFrame:
@@ -146,6 +302,7 @@ def decisions_frame(catalog: Catalog) -> pl.DataFrame:
         table.c.reason,
         table.c.status,
         table.c.reviewer,
+        table.c.adjudicated_label.label("label"),
     ).where(table.c.status.in_(DECISIONS))
     with catalog.engine.connect() as connection:
         rows = [tuple(row) for row in connection.execute(query)]

@@ -112,6 +112,8 @@ review_items = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     # a deletion request blanked text and metadata; the decision trail stays
     Column("erased_by_request", Integer, nullable=True),
+    # the label an approval chose (label_conflict items): the kept record is published with it
+    Column("adjudicated_label", String, nullable=True),
     UniqueConstraint("record_id", "source_content_hash", "reason", "review_hash"),
 )
 
@@ -125,6 +127,20 @@ review_decisions = Table(
     Column("reviewer", String(200), nullable=False),
     Column("note", Text, nullable=True),
     Column("decided_at", DateTime(timezone=True), nullable=False),
+    Column("label", String, nullable=True),  # the label an approval chose
+)
+
+# Each reviewer's label of an item (deciding with a label, or labelling without deciding): one
+# per reviewer and item, replaced when they label it again. Reviewer agreement reads these.
+review_labels = Table(
+    "review_labels",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, ForeignKey("review_items.id"), nullable=False, index=True),
+    Column("reviewer", String(200), nullable=False),
+    Column("label", String, nullable=False),
+    Column("labelled_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("item_id", "reviewer"),
 )
 
 deletion_requests = Table(

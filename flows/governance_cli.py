@@ -32,6 +32,14 @@ ReviewerOption = Annotated[
 ]
 NoteOption = Annotated[str, typer.Option("--note", help="Why: recorded with the decision.")]
 ItemIds = Annotated[list[int], typer.Argument(help="Review item ids (see `thresher review list`).")]
+LabelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--label",
+        help="The label the kept record of a label conflict is published with (required to "
+        "approve a label_conflict item; `thresher review show ID` lists its members' labels).",
+    ),
+]
 
 
 @review_app.command("list")
@@ -85,17 +93,21 @@ def review_show(
     catalog = open_catalog(workdir, config)
     entry = checked(review_queue.item, catalog, item_id)
     history = review_queue.history(catalog, item_id)
+    labels = review_queue.labels(catalog, item_id)
     if as_json:
-        emit({**entry, "history": history})
+        emit({**entry, "history": history, "labels": labels})
         return
     console = Console()
     console.print(f"[bold]item {entry['id']}[/]  [{entry['status']}]  {entry['reason']}")
     for label in ("record_id", "source", "source_content_hash", "dataset", "run_id"):
         console.print(f"  {label:<20} {entry[label]}")
-    console.print(f"  {'evidence':<20} {json.dumps(json.loads(entry['evidence'] or 'null'))}")
-    for field in ("group", "label", "metadata"):
+    if entry["reason"] not in review_queue.LABEL_REASONS:  # those: the members' table below
+        console.print(f"  {'evidence':<20} {json.dumps(json.loads(entry['evidence'] or 'null'))}")
+    for field in ("group", "label", "metadata", "adjudicated_label"):
         if entry[field]:
             console.print(f"  {field:<20} {entry[field]}", markup=False, highlight=False)
+    if entry["reason"] in review_queue.LABEL_REASONS:
+        _print_members(console, entry, labels)
     if entry["erased_by_request"] is not None:
         console.print(f"[bold]text[/] erased by deletion request {entry['erased_by_request']}")
     else:
@@ -109,20 +121,54 @@ def review_show(
         )
 
 
+def _print_members(console: Console, entry: dict, labels: list[dict]) -> None:
+    """A label conflict's members (the kept record marked) and every reviewer's label."""
+    from data_catalog import review_queue
+
+    method = (json.loads(entry["evidence"] or "{}") or {}).get("method", "?")
+    title = f"cluster members ({method} duplicates, different labels)"
+    members = Table("record_id", "source", "label", "", title=title, title_justify="left")
+    for member in review_queue.members(entry):
+        kept = "kept (this item)" if member.get("record_id") == entry["record_id"] else ""
+        shown = member.get("label")
+        members.add_row(
+            str(member.get("record_id")),
+            str(member.get("source")),
+            "(no label)" if shown is None else str(shown),
+            kept,
+        )
+    console.print(members)
+    console.print(f"  {'labels':<20} {review_queue.member_labels(entry)}", highlight=False)
+    for row in labels:
+        console.print(
+            f"  labelled {row['label']} by {row['reviewer']} at {row['labelled_at']:%Y-%m-%d %H:%M}",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _decide(
-    decision: str, ids: list[int], reviewer: str, note: str, workdir, config, as_json: bool
+    decision: str,
+    ids: list[int],
+    reviewer: str,
+    note: str,
+    workdir,
+    config,
+    as_json: bool,
+    label: str | None = None,
 ) -> None:
     from data_catalog import review_queue
 
     if not reviewer.strip():
         fail("a decision needs the reviewer's name (--reviewer NAME)")
     catalog = open_catalog(workdir, config)
-    for item_id in ids:  # every id must exist before any item is decided
-        checked(review_queue.item, catalog, item_id)
+    for item_id in ids:  # every id must exist, and take the label, before any item is decided
+        entry = checked(review_queue.item, catalog, item_id)
+        checked(review_queue.checked_label, entry, decision, label)
     conflicts = 0
     approved: dict[str, list[int]] = {}  # dataset -> items approved now
     for item_id in ids:
-        outcome = checked(review_queue.decide, catalog, item_id, decision, reviewer, note)
+        outcome = checked(review_queue.decide, catalog, item_id, decision, reviewer, note, label)
         if isinstance(outcome, review_queue.Conflict):
             conflicts += 1
             stderr.print(f"[yellow]conflict:[/] {outcome.message}", highlight=False)
@@ -132,9 +178,11 @@ def _decide(
             if decision == "approved":
                 dataset = review_queue.item(catalog, item_id)["dataset"]
                 approved.setdefault(dataset, []).append(item_id)
-            stderr.print(f"item {item_id}: {decision} by {reviewer}", highlight=False)
+            labelled = f" with label {label}" if label is not None else ""
+            stderr.print(f"item {item_id}: {decision} by {reviewer}{labelled}", highlight=False)
             if as_json:
-                emit({"item_id": item_id, "decided": True, "decision": decision})
+                labelled_json = {} if label is None else {"label": label}
+                emit({"item_id": item_id, "decided": True, "decision": decision, **labelled_json})
     if approved:
         from flows.release import emit_approved
 
@@ -149,13 +197,14 @@ def review_approve(
     ids: ItemIds,
     reviewer: ReviewerOption,
     note: NoteOption,
+    label: LabelOption = None,
     workdir: WorkdirOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Approve items: their records pass governance on the next run (exit 1 if any item was
-    already decided)."""
-    _decide("approved", ids, reviewer, note, workdir, config, as_json)
+    """Approve items: their records pass governance on the next run; a label conflict's kept
+    record is published with --label (exit 1 if any item was already decided)."""
+    _decide("approved", ids, reviewer, note, workdir, config, as_json, label)
 
 
 @review_app.command("reject")
@@ -169,6 +218,66 @@ def review_reject(
 ) -> None:
     """Reject items: their content is dropped by every later run and never queued again."""
     _decide("rejected", ids, reviewer, note, workdir, config, as_json)
+
+
+@review_app.command("label")
+def review_label(
+    item_id: int,
+    label: Annotated[str, typer.Option("--label", help="Your label for the item's record.")],
+    reviewer: ReviewerOption,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Label a label-conflict item without deciding it (any status; replaces your earlier
+    label): `thresher review agreement` compares reviewers' labels."""
+    from data_catalog import review_queue
+
+    catalog = open_catalog(workdir, config)
+    checked(review_queue.record_label, catalog, item_id, reviewer, label)
+    stderr.print(f"item {item_id}: labelled {label.strip()} by {reviewer}", highlight=False)
+    if as_json:
+        emit({"item_id": item_id, "reviewer": reviewer, "label": label.strip()})
+
+
+@review_app.command("agreement")
+def review_agreement(
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Only items of this reason code.")
+    ] = None,
+    workdir: WorkdirOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Agreement between every two reviewers who labelled common items: observed and chance
+    agreement, and Cohen's kappa (undefined, shown as -, when chance agreement is 1)."""
+    from data_catalog import review_queue
+
+    pairs = checked(review_queue.agreement, open_catalog(workdir, config), reason)
+    if not pairs:
+        scope = f" of reason {reason}" if reason else ""
+        stderr.print(
+            f"no two reviewers labelled a common item{scope}: nothing to compare "
+            "(see `thresher review label ID --label L --reviewer R`)",
+            highlight=False,
+        )
+        return
+    table = Table("reviewer", "reviewer", "items", "agreed", "observed", "expected", "kappa")
+    for pair in pairs:
+        if as_json:
+            emit(pair)
+        kappa = "-" if pair["kappa"] is None else f"{pair['kappa']:.3f}"
+        table.add_row(
+            *pair["reviewers"],
+            str(pair["items"]),
+            str(pair["agreed"]),
+            f"{pair['observed']:.3f}",
+            f"{pair['expected']:.3f}",
+            kappa,
+        )
+    if not as_json:
+        Console().print(table)
+    stderr.print(f"{len(pairs)} pair(s) of reviewers", highlight=False)
 
 
 @review_app.command("serve")

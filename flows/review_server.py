@@ -43,6 +43,7 @@ QUEUE_ROWS = 500  # rows shown on the queue page; filters narrow a longer queue
 MAX_FORM_BYTES = 64 * 1024
 MAX_NOTE_CHARS = 4000
 MAX_NAME_CHARS = 100
+MAX_LABEL_CHARS = 200
 
 logger = logging.getLogger("thresher.review")
 
@@ -78,6 +79,8 @@ FLASHES = {
     ),
     "note_missing": ("error", "Write a note: it is recorded with the decision."),
     "note_too_long": ("error", f"A note has at most {MAX_NOTE_CHARS} characters."),
+    "label_missing": ("error", "Choose the label the kept record is published with."),
+    "label_too_long": ("error", f"A label has at most {MAX_LABEL_CHARS} characters."),
 }
 LOGIN_MESSAGES = {
     "expired": "Your session expired or is no longer valid; log in again.",
@@ -311,7 +314,7 @@ def create_app(
     def item_page(request: Request, item_id: int, flash: str = "") -> Response:
         entry = _item(catalog, item_id)
         kind, message = FLASHES.get(flash, (None, None))
-        if entry["status"] == "pending" and not flash.startswith("note_"):
+        if entry["status"] == "pending" and not flash.startswith(("note_", "label_")):
             kind = message = None  # a decision's message on an undecided item is a made-up link
         if message:
             when = entry["decided_at"]
@@ -320,6 +323,7 @@ def create_app(
                 status=entry["status"],
                 decided_at=f"{when:%Y-%m-%d %H:%M:%S}" if when else "an unknown time",
             )
+        members = review_queue.members(entry)
         return render(
             "item.html",
             request,
@@ -330,6 +334,11 @@ def create_app(
             flash_kind=kind,
             flash=message,
             max_note=MAX_NOTE_CHARS,
+            needs_label=entry["reason"] in review_queue.LABEL_REASONS,
+            members=members,
+            label_choices=sorted({str(m["label"]) for m in members if m.get("label") is not None}),
+            labels=review_queue.labels(catalog, item_id),
+            max_label=MAX_LABEL_CHARS,
         )
 
     @app.post("/items/{item_id}/decision")
@@ -339,12 +348,23 @@ def create_app(
         verdict, note = form.get("decision"), form.get("note", "").strip()
         if verdict not in review_queue.DECISIONS:
             raise Refused(400, f"decision must be one of {', '.join(review_queue.DECISIONS)}")
+        # only approving a label conflict takes a label: the kept record is published with it
+        labelled = verdict == "approved" and _item(catalog, item_id)["reason"] in (
+            review_queue.LABEL_REASONS
+        )
+        label = form.get("label", "").strip() if labelled else None
         if not note:
             outcome = "note_missing"
         elif len(note) > MAX_NOTE_CHARS:
             outcome = "note_too_long"
+        elif labelled and not label:
+            outcome = "label_missing"
+        elif labelled and len(label) > MAX_LABEL_CHARS:
+            outcome = "label_too_long"
         else:
-            outcome = await run_in_threadpool(_decide, catalog, item_id, verdict, reviewer, note)
+            outcome = await run_in_threadpool(
+                _decide, catalog, item_id, verdict, reviewer, note, label
+            )
         return RedirectResponse(f"/items/{item_id}?flash={outcome}", status_code=303)
 
     return app
@@ -390,10 +410,12 @@ def _item(catalog: Catalog, item_id: int) -> dict[str, Any]:
         raise Refused(404, f"There is no review item {item_id}.") from error
 
 
-def _decide(catalog: Catalog, item_id: int, verdict: str, reviewer: str, note: str) -> str:
+def _decide(
+    catalog: Catalog, item_id: int, verdict: str, reviewer: str, note: str, label: str | None
+) -> str:
     """Decide one item as `thresher review approve | reject` does; return the flash code."""
     _item(catalog, item_id)
-    outcome = review_queue.decide(catalog, item_id, verdict, reviewer, note)
+    outcome = review_queue.decide(catalog, item_id, verdict, reviewer, note, label)
     if isinstance(outcome, review_queue.Conflict):
         return "conflict"
     if verdict == "rejected" or not os.environ.get("PREFECT_API_URL"):

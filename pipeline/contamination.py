@@ -21,10 +21,9 @@ import polars as pl
 from pipeline import ledger, reasons
 from pipeline.config import ContaminationConfig
 from pipeline.eval_index import METHODS, ContaminationIndex, strongest
-from pipeline.govern import with_review_hash
+from pipeline.govern import masked_for_review, with_review_hash
 from pipeline.identity import xxh3_128_hex
-from pipeline.schema import REVIEW_DECISION_SCHEMA, REVIEW_ITEM_SCHEMA
-from pipeline.secrets import find_secrets, mask_secrets
+from pipeline.schema import REVIEW_ITEM_SCHEMA, review_decisions
 from pipeline.stage import RunContext, StageResult
 
 STAGE = "contamination"
@@ -189,13 +188,10 @@ def _reviewed(
         xxh3_128_hex(flagged.select(match).to_series()).alias("review_hash")
     )
     decisions = (
-        (
-            pl.DataFrame(schema=REVIEW_DECISION_SCHEMA)
-            if decisions is None
-            else decisions.cast(REVIEW_DECISION_SCHEMA)
-        )
+        review_decisions(decisions)
         .filter(pl.col("reason") == reasons.CONTAMINATED_EVAL)
         .rename({"item_id": "review_item"})
+        .drop("label")
     )
     key = ["record_id", "source_content_hash", "review_hash"]
     quarantine = flagged.filter(pl.col("action") == "quarantine")
@@ -269,24 +265,11 @@ def _review_items(quarantined: pl.DataFrame) -> pl.DataFrame:
         xxh3_128_hex(quarantined["group"]).alias("group_hash"),
     )
     shown = shown.with_columns(
-        _masked(shown[column]) for column in ("text", "metadata", "group", "label", "item_text")
+        masked_for_review(shown[column])
+        for column in ("text", "metadata", "group", "label", "item_text")
     )
     items = shown.with_columns(
         pl.lit(reasons.CONTAMINATED_EVAL).alias("reason"),
         pl.struct(*_evidence_fields(), pl.col("item_text")).struct.json_encode().alias("evidence"),
     )
     return items.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)
-
-
-def _masked(values: pl.Series) -> pl.Series:
-    findings = find_secrets(values)
-    if findings.height == 0:
-        return values
-    spans: dict[int, list[dict]] = {}
-    for finding in findings.iter_rows(named=True):
-        spans.setdefault(finding["index"], []).append(finding)
-    return pl.Series(
-        values.name,
-        [mask_secrets(v, spans[i]) if i in spans else v for i, v in enumerate(values)],
-        dtype=pl.String,
-    )

@@ -12,6 +12,9 @@ record it looked at, with the columns the keep rule needs) and hands them to `re
   only link records: with the duplicate pairs they make the components whose smallest
   `cluster_id` every member takes, so the split stage can keep related records together.
 
+Exact and MinHash dedup pass `labels` (dedup.label_conflicts) to `apply`: a cluster whose
+members carry different labels is settled by pipeline/label_conflicts.py before the drops.
+
 Chains are followed: when A~B and B~C, C may be dropped for A although A and C are less
 similar; the evidence records the similarity of the dropped record to the kept one itself.
 """
@@ -19,12 +22,12 @@ similar; the evidence records the similarity of the dropped record to the kept o
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
-from pipeline import ledger, reasons
+from pipeline import label_conflicts, ledger, reasons
 from pipeline.licenses import RANK, license_class
 from pipeline.stage import RunContext, StageResult
 
@@ -47,7 +50,8 @@ def with_cluster_ids(frame: pl.LazyFrame) -> pl.LazyFrame:
 def members_frame(
     frame: pl.LazyFrame, rules: list[str], ctx: RunContext, extra: tuple[str, ...] = ()
 ) -> pl.DataFrame:
-    """The columns the keep rule and the cluster ids need (and `extra`), one row per record,
+    """The columns the keep rule, the cluster ids and label conflicts need (and `extra`), one
+    row per record,
     plus `_i` (the row's position) and `_published` (whether the parent version holds it)."""
     members = with_cluster_ids(frame).select(
         *extra,
@@ -56,6 +60,7 @@ def members_frame(
         "group",
         "timestamp",
         "license",
+        "label",
         "cluster_id",
         pl.col("text").str.len_chars().alias("_text_length"),
     )
@@ -119,10 +124,15 @@ def pairs_frame(left, right, similarity) -> pl.DataFrame:
     )
 
 
+_EMPTY_CLUSTERS = {"_i": pl.UInt32, "kept_i": pl.UInt32}
+
+
 @dataclass
 class Resolution:
     dropped: pl.DataFrame  # _i, kept_i, cluster_id, and the members' columns
     cluster_ids: pl.DataFrame  # _i, cluster_id: new cluster ids of kept members
+    # _i, kept_i: every member of every duplicate cluster (the kept one and published ones too)
+    clusters: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_EMPTY_CLUSTERS))
 
 
 def resolve(
@@ -142,7 +152,9 @@ def resolve(
             pl.col("_published").first().over("_cluster").alias("kept_published"),
         )
         dropped = ranked.filter((pl.col("_i") != pl.col("kept_i")) & ~pl.col("_published"))
+        clusters = ranked.select("_i", "kept_i")
     else:
+        clusters = pl.DataFrame(schema=_EMPTY_CLUSTERS)
         dropped = members.clear().with_columns(
             pl.lit(None, pl.UInt32).alias("kept_i"),
             pl.lit(None, pl.String).alias("kept_record_id"),
@@ -161,7 +173,7 @@ def resolve(
     )
     edges = pl.concat([duplicates.select("left", "right"), linking.select("left", "right")])
     if not edges.height:
-        return Resolution(dropped, members.clear().select("_i", "cluster_id"))
+        return Resolution(dropped, members.clear().select("_i", "cluster_id"), clusters)
     nodes, roots = components(edges["left"].to_numpy(), edges["right"].to_numpy())
     linked = pl.DataFrame({"_i": nodes, "_component": roots}, schema_overrides={"_i": pl.UInt32})
     named = (
@@ -171,7 +183,7 @@ def resolve(
         .select("_i", "cluster_id")
     )
     dropped = dropped.drop("cluster_id").join(named, on="_i", how="left")
-    return Resolution(dropped, named.filter(~pl.col("_i").is_in(gone)))
+    return Resolution(dropped, named.filter(~pl.col("_i").is_in(gone)), clusters)
 
 
 def _keep_order(rules: list[str]) -> dict:
@@ -193,9 +205,18 @@ def apply(
     similarity: Callable[[pl.DataFrame], pl.Series],
     ctx: RunContext,
     stats: dict,
+    labels: str | None = None,
 ) -> StageResult:
     """Drop the duplicates from `frame`, give kept records their new cluster ids, and write
-    one terminal event per dropped record. `similarity(pairs)` measures each (_i, kept_i)."""
+    one terminal event per dropped record. `similarity(pairs)` measures each (_i, kept_i).
+    With `labels` (dedup.label_conflicts), clusters whose members carry different labels are
+    settled first (pipeline/label_conflicts.py)."""
+    settled = None
+    if labels is not None:
+        settled = label_conflicts.settle(
+            frame, resolution, members, policy=labels, stage=stage, method=method, ctx=ctx
+        )
+        frame, resolution = settled.frame, settled.resolution
     dropped = resolution.dropped
     if dropped.height:
         dropped = dropped.with_columns(
@@ -224,4 +245,5 @@ def apply(
         .drop("_new_cluster_id")
     )
     stats = {**stats, "dropped": dropped.height, "clustered": renamed.height}
-    return StageResult(frame=kept, events=events, stats=stats)
+    result = StageResult(frame=kept, events=events, stats=stats)
+    return result if settled is None else settled.finish(result)

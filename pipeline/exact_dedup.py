@@ -2,7 +2,8 @@
 
 The copies of a text form a cluster; pipeline/duplicates.py keeps one (a record published in
 the parent version first, then the rules of `dedup.keep`) and drops the others with reason
-`exact_duplicate`, evidence naming the kept record and similarity 1.0.
+`exact_duplicate`, evidence naming the kept record and similarity 1.0. A cluster whose copies
+carry different labels is settled by pipeline/label_conflicts.py (`dedup.label_conflicts`).
 """
 
 from __future__ import annotations
@@ -40,4 +41,5 @@ def exact_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> Stage
         similarity=lambda pairs: pl.Series([1.0] * pairs.height, dtype=pl.Float64),
         ctx=ctx,
         stats={},
+        labels=cfg.label_conflicts,
     )

@@ -26,7 +26,8 @@ import polars as pl
 from pipeline import content_findings, ledger, reasons
 from pipeline.config import PolicyConfig
 from pipeline.identity import xxh3_128_hex
-from pipeline.schema import REVIEW_DECISION_SCHEMA, REVIEW_ITEM_SCHEMA
+from pipeline.schema import REVIEW_ITEM_SCHEMA, review_decisions
+from pipeline.secrets import find_secrets, mask_secrets
 from pipeline.stage import DELETION_KINDS, RunContext, StageResult
 from pipeline.terms import DROP, QUARANTINE, terms_flags, terms_table
 
@@ -125,6 +126,23 @@ def with_review_hash(records: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def masked_for_review(values: pl.Series) -> pl.Series:
+    """`values` with every secret found in them masked (`<SECRET:type>`), for review items of
+    later stages: a record a reviewer let through as a secret false positive still holds what
+    the scanner flagged."""
+    findings = find_secrets(values)
+    if findings.height == 0:
+        return values
+    spans: dict[int, list[dict]] = {}
+    for finding in findings.iter_rows(named=True):
+        spans.setdefault(finding["index"], []).append(finding)
+    return pl.Series(
+        values.name,
+        [mask_secrets(v, spans[i]) if i in spans else v for i, v in enumerate(values)],
+        dtype=pl.String,
+    )
+
+
 def _ranked(flags: pl.DataFrame, order: int | pl.Expr) -> pl.DataFrame:
     """Drops decide before quarantines; within each, checks keep their order (terms 0-3,
     secrets 4, personal data 5)."""
@@ -167,9 +185,7 @@ def _deletion_flags(
 
 
 def _reviewer_decisions(decisions: pl.DataFrame | None, status: str) -> pl.DataFrame:
-    if decisions is None:
-        return pl.DataFrame(schema=REVIEW_DECISION_SCHEMA)
-    return decisions.cast(REVIEW_DECISION_SCHEMA).filter(pl.col("status") == status)
+    return review_decisions(decisions).filter(pl.col("status") == status)
 
 
 def _rejection_flags(

@@ -11,7 +11,8 @@
    candidate is a duplicate, as in datasketch.
 4. pipeline/duplicates.py clusters the duplicates (union-find), keeps one record per cluster
    and drops the others with reason `near_duplicate`, evidence naming the kept record and
-   their similarity (exact Jaccard with `verify`, else the signatures' estimate).
+   their similarity (exact Jaccard with `verify`, else the signatures' estimate); a cluster
+   whose members carry different labels is settled by pipeline/label_conflicts.py first.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
             similarity=lambda pairs: measure(pairs.rename({"_i": "right", "kept_i": "left"})),
             ctx=ctx,
             stats=stats,
+            labels=cfg.label_conflicts,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

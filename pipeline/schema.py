@@ -67,8 +67,19 @@ REVIEW_DECISION_SCHEMA = pl.Schema(
         "reason": pl.String,
         "status": pl.String,  # approved | rejected
         "reviewer": pl.String,
+        "label": pl.String,  # the label an approval chose (label_conflict items), else null
     }
 )
+
+
+def review_decisions(frame: pl.DataFrame | None) -> pl.DataFrame:
+    """Reviewer decisions in REVIEW_DECISION_SCHEMA: none for None, and a null `label` for a
+    frame built without one (decisions on items that take no label)."""
+    if frame is None:
+        return pl.DataFrame(schema=REVIEW_DECISION_SCHEMA)
+    if "label" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, pl.String).alias("label"))
+    return frame.cast(REVIEW_DECISION_SCHEMA)
 
 
 def schema_description(schema: pl.Schema) -> list[dict[str, str]]:

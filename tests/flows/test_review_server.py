@@ -11,6 +11,7 @@ import secrets
 from html import unescape
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 from credential_factory import secret_sample
@@ -23,6 +24,7 @@ from data_catalog.catalog import Catalog
 from flows.cli import app as cli_app
 from flows.review_server import SESSION_COOKIE, create_app
 from pipeline.config import ReviewConfig
+from pipeline.schema import REVIEW_ITEM_SCHEMA
 
 
 def queued_catalog(root: Path) -> tuple[Catalog, dict[str, str]]:
@@ -265,6 +267,40 @@ def test_approve_and_reject_are_recorded_like_the_cli(client, queue, tokens):
     assert "Approved by" not in client.get("/items/4?flash=approved").text  # a made-up link
     no_note = decide(client, 2, "rejected", "   ")
     assert "Write a note" in no_note.text and review_queue.item(catalog, 2)["status"] == "pending"
+
+
+def test_a_label_conflict_is_approved_with_a_label(client, queue, tokens):
+    catalog, _ = queue
+    members = [
+        {"record_id": "a" * 32, "source": "chat", "label": "spam"},
+        {"record_id": "b" * 32, "source": "mail", "label": "ham"},
+    ]
+    evidence = {"members": members, "representative": "a" * 32, "method": "exact"}
+    item = {
+        "record_id": "a" * 32, "source": "chat", "source_content_hash": "c" * 32,
+        "review_hash": "d" * 32, "group_hash": None, "reason": "label_conflict",
+        "evidence": json.dumps(evidence), "text": "win a prize", "metadata": None,
+        "group": None, "label": "spam",
+    }  # fmt: skip
+    review_queue.enqueue(catalog, pl.DataFrame([item], schema=REVIEW_ITEM_SCHEMA), "ds", "r")
+    (item_id,) = ids_by(catalog, reason="label_conflict")
+    login(client, "ana", tokens["ana"])
+    page = client.get(f"/items/{item_id}").text
+    assert re.findall(r'<option value="([^"]+)">', page) == ["ham", "spam"]
+    assert 'id="members"' in page and "kept (this item)" in page and "mail" in page
+    token = form_token(page)
+    form = {"csrf": token, "decision": "approved", "note": "it is spam"}
+    unlabelled = client.post(f"/items/{item_id}/decision", data=form)
+    assert "Choose the label" in unlabelled.text
+    assert review_queue.item(catalog, item_id)["status"] == "pending"
+    approved = client.post(f"/items/{item_id}/decision", data={**form, "label": "spam"})
+    assert approved.url.params["flash"] == "approved"
+    assert 'id="adjudicated-label">spam<' in approved.text
+    assert review_queue.item(catalog, item_id)["adjudicated_label"] == "spam"
+    # a label field on a decision that takes none is ignored
+    rejected = client.post("/items/1/decision", data={**form, "decision": "rejected", "label": "x"})
+    assert rejected.url.params["flash"] == "rejected"
+    assert review_queue.item(catalog, 1)["adjudicated_label"] is None
 
 
 def test_a_second_decision_shows_the_conflict(client, queue, tokens):
