@@ -13,6 +13,7 @@ The test split is read once, by `final_test`, after the model is chosen.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,8 +45,15 @@ class Example:
 class SplitStream:
     """One split of a version: its eligible rows, readable by global position."""
 
-    def __init__(self, version: PublishedVersion, split: str, eligible: pl.Expr | None):
+    def __init__(
+        self,
+        version: PublishedVersion,
+        split: str,
+        eligible: pl.Expr | None,
+        features: tuple[str, ...] = (),
+    ):
         self.split = split
+        self.features = features
         files = [
             version.path / s["path"] for s in version.manifest["shards"] if s["split"] == split
         ]
@@ -115,13 +123,52 @@ class SplitStream:
         return self._cache[group]
 
     def _read_row_group(self, group: int) -> tuple[list[str], list[str | None]]:
-        """The eligible rows' texts and labels of one row group."""
+        """The eligible rows' texts and labels of one row group; with features, each text
+        follows a `field: value` line per feature."""
         row_group = self.row_groups[group]
+        columns = ["text", "label", "metadata"] if self.features else ["text", "label"]
         table = storage.parquet_file(row_group.path).read_row_group(
-            row_group.index, columns=["text", "label"]
+            row_group.index, columns=columns
         )
         rows = row_group.rows.tolist()
-        return [table["text"][i].as_py() for i in rows], [table["label"][i].as_py() for i in rows]
+        texts = [table["text"][i].as_py() for i in rows]
+        if self.features:
+            texts = [
+                with_features(text, table["metadata"][i].as_py(), self.features)
+                for text, i in zip(texts, rows, strict=True)
+            ]
+        return texts, [table["label"][i].as_py() for i in rows]
+
+
+def with_features(text: str, metadata: str | None, features: tuple[str, ...]) -> str:
+    fields = json.loads(metadata) if metadata else {}
+    lines = [f"{name}: {'' if fields.get(name) is None else fields[name]}" for name in features]
+    return "\n".join([*lines, text])
+
+
+def check_features(version: PublishedVersion, cfg: TrainConfig) -> None:
+    """Refuse, before training starts, a feature the version does not publish for the
+    trained sources: one excluded as known only after the outcome, or an unknown one."""
+    fields = version.manifest.get("fields", {})
+    published, excluded = fields.get("published", {}), fields.get("excluded", {})
+    sources = cfg.sources or sorted(published)
+    offered = sorted({name for source in sources for name in published.get(source, [])})
+    for feature in cfg.features:
+        if feature in offered:
+            continue
+        excluding = [source for source in sources if feature in excluded.get(source, [])]
+        if excluding:
+            raise DataError(
+                f"train.features asks for {feature!r}, which version "
+                f"{version.dataset_hash[:12]} excludes: source {', '.join(excluding)} declares it "
+                "known_after_outcome (known only after the label was decided), so it would leak "
+                "the label; remove it from train.features"
+            )
+        raise DataError(
+            f"train.features asks for {feature!r}, which is not a field version "
+            f"{version.dataset_hash[:12]} publishes for the trained sources (published: "
+            f"{', '.join(offered) or 'none'}); fix the name or remove it from train.features"
+        )
 
 
 def rank_share(order: np.ndarray, rank: int, world: int) -> np.ndarray:
@@ -148,7 +195,8 @@ class TrainingData:
             labelled = pl.col("label").is_not_null()
             eligible = labelled if eligible is None else eligible & labelled
         self._eligible = eligible
-        self.train = SplitStream(version, "train", eligible)
+        self._features = tuple(cfg.features)
+        self.train = SplitStream(version, "train", eligible, self._features)
         if not len(self.train):
             wanted = f" of sources {', '.join(cfg.sources)}" if cfg.sources else ""
             labels = " with a label" if cfg.objective == "classification" else ""
@@ -160,14 +208,14 @@ class TrainingData:
         if cfg.objective == "classification":  # a label the model never saw cannot be scored
             eligible = eligible & pl.col("label").is_in(self.labels)
             self._eligible = eligible
-        self.validation = SplitStream(version, "validation", eligible)
+        self.validation = SplitStream(version, "validation", eligible, self._features)
         self._test_read = False
 
     def final_test(self) -> SplitStream:
         if self._test_read:
             raise DataError("the test split is read once, for the final evaluation only")
         self._test_read = True
-        return SplitStream(self.version, "test", self._eligible)
+        return SplitStream(self.version, "test", self._eligible, self._features)
 
     @property
     def test_was_read(self) -> bool:

@@ -26,7 +26,7 @@ from pipeline.config import load_run_config
 from pipeline.errors import DataError
 from training import checkpoint, distributed, manifest, plots
 from training.config import TrainConfig
-from training.data import TrainingData, open_training_version
+from training.data import TrainingData, check_features, open_training_version
 from training.loop import Batcher, Trainer, check_resumable
 from training.models import build_model
 from training.tokenization import load_bpe, load_minilm, train_bpe
@@ -82,6 +82,7 @@ def train(
 
 def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world) -> TrainResult:
     version = open_training_version(workdir, name, dataset)
+    check_features(version, cfg)
     config = cfg.model_dump(mode="json")
     config_hash = manifest.json_hash(config)
     if earlier:
