@@ -94,8 +94,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
     stderr.print(
         f"[bold]dataset[/] {summary['name']}  [bold]hash[/] {summary['dataset_hash']}  ({state})"
     )
+    generated = f" + {summary['generated']} generated" if summary.get("generated") else ""
     stderr.print(
-        f"records in {summary['records_in']}: published {summary['published']}, "
+        f"records in {summary['records_in']}{generated}: published {summary['published']}, "
         f"dropped {summary['dropped']}, quarantined {summary['quarantined']}"
     )
     for section in ("reasons", "changes"):
@@ -125,6 +126,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         if method == "exact" or "records" in stats  # a method that ran
     )
     stderr.print(f"dedup: {dedup}")
+    _print_data_quality(summary)
     split = summary["split"]
     if split.get("cutoffs"):
         frozen = " (frozen)" if split.get("cutoffs_frozen") else ""
@@ -159,6 +161,53 @@ def _print_summary(summary: dict[str, Any]) -> None:
     for label, path in summary["paths"].items():
         if path:
             stderr.print(f"  {label:<9} {path}")
+
+
+def _print_data_quality(summary: dict[str, Any]) -> None:
+    """Boilerplate, label conflicts, synthetic records, augmentation and field leakage."""
+    boilerplate = summary["dedup"]["boilerplate"]
+    if boilerplate.get("edited") or boilerplate.get("dropped"):
+        stderr.print(
+            f"boilerplate: {boilerplate['boilerplate_segments']} repeated segment(s) removed "
+            f"from {boilerplate['edited']} record(s); {boilerplate['dropped']} left empty, dropped"
+        )
+    conflicts = {
+        source: rates
+        for source, rates in summary["label_conflicts"].items()
+        if rates["conflicting"]
+    }
+    if conflicts:
+        stderr.print(
+            "label conflicts: "
+            + ", ".join(
+                f"{source} {rates['conflicting']} of {rates['labelled']} ({rates['rate']:.2%})"
+                for source, rates in conflicts.items()
+            )
+        )
+    shares = summary["synthetic"]["share"]
+    if any(figures["synthetic"] for figures in shares.values()):
+        stderr.print(
+            "synthetic: "
+            + ", ".join(
+                f"{split} {figures['synthetic']} of {figures['records']} ({figures['share']:.1%})"
+                for split, figures in shares.items()
+            )
+        )
+    augmented = summary["augment"]
+    if augmented.get("generated"):
+        stderr.print(
+            f"augmentation: {augmented['generated']} variant(s) of {augmented['origins']} train "
+            f"record(s): kept {augmented['kept']}, drifted {augmented['drifted']}, uncertain "
+            f"{augmented['uncertain']} (queued), duplicates {augmented['duplicates']}"
+        )
+    excluded = summary["fields"]["excluded"]
+    if excluded:
+        stderr.print(
+            "excluded fields (known after the outcome): "
+            + "; ".join(f"{source}: {', '.join(names)}" for source, names in excluded.items())
+        )
+    for warning in summary["fields"]["leakage_warnings"]:
+        stderr.print(f"[yellow]leakage warning:[/] {escape(warning)}", highlight=False)
 
 
 @config_app.command("validate")

@@ -1,6 +1,7 @@
-"""The `curate` flow: ingest → govern → quality → exact, near (MinHash) and semantic dedup →
-split (with its leakage check) → contamination → publish → commit → report, one task per
-stage. Great Expectations gates check the ingested records, the governed records and the
+"""The `curate` flow: ingest → govern → quality → exact and near (MinHash) dedup (with label
+conflicts) → boilerplate segments → semantic dedup → split (with its leakage check) →
+synthetic records → augmentation → contamination → publish (with the field-leakage check)
+→ commit → report, one task per stage. Great Expectations gates check the ingested records, the governed records and the
 published splits; a failed gate stops the run before the commit.
 
 Tasks pass paths and small summaries, never frames: each stage reads the previous stage's
@@ -34,12 +35,15 @@ from expectations.gates import GateFailed, GateProject, GateResult
 from flows.alerts import on_failure, report_interrupted
 from flows.report import GATES_FILE, write_failed_run_report, write_version_report
 from pipeline import ledger, storage
+from pipeline.augment import augment
+from pipeline.boilerplate import boilerplate
 from pipeline.code_version import code_version
 from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
 from pipeline.contamination import contamination
 from pipeline.errors import ConfigError
 from pipeline.eval_index import EvalSet
 from pipeline.exact_dedup import exact_dedup
+from pipeline.field_leakage import field_lists, single_feature_check
 from pipeline.govern import govern
 from pipeline.ingest import INTERMEDIATE_PARQUET, ingest
 from pipeline.leakage import check_disjoint, leakage_columns
@@ -50,6 +54,7 @@ from pipeline.reader import read_version
 from pipeline.semantic_dedup import semantic_dedup
 from pipeline.split import split
 from pipeline.stage import RunContext
+from pipeline.synthetic import synthetic
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 # host, pid, process start time and Prefect flow run of the process running it, while it runs
@@ -215,7 +220,7 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
 
 
 def _run_stage(
-    plan: RunPlan, name: str, order: int, stage, stage_config, input_dir: str
+    plan: RunPlan, name: str, order: int | str, stage, stage_config, input_dir: str
 ) -> dict[str, Any]:
     frame = pl.scan_parquet(Path(input_dir) / "*.parquet")
     result = stage(frame, stage_config, plan.context())
@@ -356,6 +361,11 @@ def near_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     return _run_stage(plan, "near_dedup", 5, near_dedup, plan.config.dedup, input_dir)
 
 
+@task(name="boilerplate", **TASK_OPTIONS)
+def boilerplate_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "boilerplate", "5b", boilerplate, plan.config.dedup, input_dir)
+
+
 @task(name="semantic_dedup", **TASK_OPTIONS)
 def semantic_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     return _run_stage(plan, "semantic_dedup", 6, semantic_dedup, plan.config.dedup, input_dir)
@@ -371,6 +381,22 @@ def split_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     return assigned
 
 
+@task(name="synthetic", **TASK_OPTIONS)
+def synthetic_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    return _run_stage(plan, "synthetic", "7b", synthetic, plan.config.synthetic, input_dir)
+
+
+@task(name="augment", **TASK_OPTIONS)
+def augment_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+    """Augment train records, then prove again that no group, cluster or text spans splits:
+    synthetic records moved and variants joined their origins' split."""
+    augmented = _run_stage(plan, "augment", "7c", augment, plan.config.augment, input_dir)
+    check_disjoint(
+        pl.scan_parquet(Path(augmented["path"]) / "*.parquet"), leakage_columns(plan.config.split)
+    )
+    return augmented
+
+
 @task(name="contamination", **TASK_OPTIONS)
 def contamination_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     return _run_stage(plan, "contamination", 8, contamination, plan.config.contamination, input_dir)
@@ -381,7 +407,11 @@ def _staging_dir(plan: RunPlan) -> Path:
 
 
 @task(name="publish", **TASK_OPTIONS)
-def publish_task(plan: RunPlan, input_dir: str, split_stats: dict) -> dict[str, Any]:
+def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[str, Any]:
+    """Write the shards and the manifest; beside the hash, the manifest records how the
+    splits were made, every source's terms (synthetic ones with their generator), the
+    label-conflict rate per source and the published, excluded and leaking fields."""
+    split_stats = stats["split"]
     staging = _staging_dir(plan)
     staging.mkdir(parents=True)
     published = dict(
@@ -401,6 +431,7 @@ def publish_task(plan: RunPlan, input_dir: str, split_stats: dict) -> dict[str, 
             {"name": s.name, "items": s.items.height, "path": str(s.folder)} for s in plan.eval_sets
         ],
     }
+    fields = _field_facts(plan, Path(input_dir))
     sources = [  # every declared source, with how many of its records this version holds
         {
             "name": s.name,
@@ -408,6 +439,7 @@ def publish_task(plan: RunPlan, input_dir: str, split_stats: dict) -> dict[str, 
             "consent": s.consent,
             "owner": s.owner,
             "records": published.get(s.name, 0),
+            "synthetic": s.synthetic.model_dump(mode="json") if s.synthetic else None,
         }
         for s in plan.config.source_list
     ]
@@ -416,21 +448,56 @@ def publish_task(plan: RunPlan, input_dir: str, split_stats: dict) -> dict[str, 
         plan.config.publish,
         plan.context(),
         staging,
-        extra={"code_version": code_version(), "sources": sources, **split_facts},
+        extra={
+            "code_version": code_version(),
+            "sources": sources,
+            **split_facts,
+            "label_conflicts": label_conflict_rates([stats["exact_dedup"], stats["near_dedup"]]),
+            "fields": fields,
+        },
     )
     ledger.write_part(staged.events, plan.ledger_dir, "9-publish")
     return {
         "path": str(staging),
         "dataset_hash": staged.dataset_hash,
         "split_counts": staged.manifest["split_counts"],
+        "fields": fields,
+        "label_conflicts": staged.manifest["label_conflicts"],
+    }
+
+
+def _field_facts(plan: RunPlan, input_dir: Path) -> dict[str, Any]:
+    """Published and excluded metadata fields, and the single-feature leakage check on the
+    train split: a field that alone predicts the label is a warning in the run's report."""
+    train = (
+        pl.scan_parquet(input_dir / "*.parquet")
+        .filter(pl.col("split") == "train")
+        .select("record_id", "label", "metadata")
+        .collect()
+    )
+    checked = single_feature_check(train, plan.config.field_leakage)
+    warnings = [
+        f"metadata field {entry['field']!r} alone predicts the train label with balanced "
+        f"accuracy {entry['balanced_accuracy']:.3f} (bound "
+        f"{plan.config.field_leakage.max_accuracy}): if it is known only after the outcome, "
+        "declare it known_after_outcome; never give it to train.features unless that is intended"
+        for entry in checked
+        if entry["leaks"]
+    ]
+    for warning in warnings:
+        get_run_logger().warning("field leakage: %s", warning)
+    return {
+        **field_lists(plan.config.source_list),
+        "single_feature_check": checked,
+        "leakage_warnings": warnings,
     }
 
 
 @task(name="commit", **TASK_OPTIONS)
-def commit_task(plan: RunPlan, staging_dir: str, records_in: int) -> dict[str, Any]:
+def commit_task(plan: RunPlan, staging_dir: str, records_in: int, generated: int) -> dict[str, Any]:
     """Check the accounting, keep the ledger, then write the catalog row last."""
     ledger_path = ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet")
-    counts = ledger.check_accounting(pl.scan_parquet(ledger_path), records_in)
+    counts = ledger.check_accounting(pl.scan_parquet(ledger_path), records_in, generated)
     staging = Path(staging_dir)
     if plan.locked_test is not None:
         published = read_version(staging, verify=False).membership().collect()
@@ -458,14 +525,16 @@ def summarize(
     plan: RunPlan,
     records_in: int,
     committed: dict[str, Any],
-    split_stats: dict,
-    govern_stats: dict,
-    quality_stats: dict,
-    dedup_stats: dict,
-    contamination_stats: dict,
+    stats: dict[str, dict],
+    staged: dict[str, Any],
 ) -> dict[str, Any]:
+    """The run's summary from the stages' stats (by stage name), the manifest's facts and
+    the ledger."""
+    fields, label_conflicts = staged["fields"], staged["label_conflicts"]
     events = pl.scan_parquet(plan.run_dir / "ledger.parquet")
     version_dir = storage.location(committed["path"])
+    split_stats, contamination_stats = stats["split"], stats["contamination"]
+    dedup = {"exact": stats["exact_dedup"], "minhash": stats["near_dedup"]}
     return {
         "run_id": plan.run_id,
         "name": plan.config.name,
@@ -473,21 +542,34 @@ def summarize(
         "created": committed["created"],
         "parent_version": plan.parent_version,
         "records_in": records_in,
+        "generated": stats["augment"].get("generated", 0),
         **committed["counts"],
         "reasons": ledger.counts_by_reason(events, terminal=True),
         "changes": ledger.counts_by_reason(events, terminal=False),  # edits and moves
-        "quality": quality_stats,
-        "dedup": dedup_stats,
+        "quality": stats["quality"],
+        "dedup": {
+            **dedup,
+            "boilerplate": stats["boilerplate"],
+            "semantic": stats["semantic_dedup"],
+        },
+        "label_conflicts": label_conflicts,
         "splits": _published_splits(version_dir),
         "split": {
             key: split_stats[key]
             for key in ("cutoffs", "cutoffs_frozen", "locked", "moved", "dropped", "warnings")
             if key in split_stats
         },
+        "synthetic": stats["synthetic"],
+        "augment": stats["augment"],
         "contamination": contamination_stats,
+        "fields": {
+            "excluded": fields["excluded"],
+            "leakage_warnings": fields["leakage_warnings"],
+        },
         "review": {
-            "queued_new": govern_stats["queued_new"] + contamination_stats["queued_new"],
-            "quarantined_items": govern_stats["review_items"] + contamination_stats["quarantined"],
+            "queued_new": sum(stage.get("queued_new", 0) for stage in stats.values()),
+            "quarantined_items": stats["govern"]["review_items"]
+            + contamination_stats["quarantined"],
         },
         "paths": {
             "version": str(version_dir),
@@ -497,6 +579,27 @@ def summarize(
             "catalog": str(plan.workdir / CATALOG_FILE),
             "run": str(plan.run_dir),
         },
+    }
+
+
+def label_conflict_rates(dedup_stats) -> dict[str, dict[str, float | int]]:
+    """Per source: labelled records the dedup stages saw, those in label conflicts, the rate."""
+    labelled: dict[str, int] = {}
+    conflicting: dict[str, int] = {}
+    for stats in dedup_stats:
+        for source, count in stats.get("labelled_by_source", {}).items():
+            labelled[source] = max(labelled.get(source, 0), count)  # exact dedup saw the most
+        by_source = stats.get("label_conflicts", {}).get("by_source", {})
+        for source, count in by_source.items():
+            conflicting[source] = conflicting.get(source, 0) + count
+    return {
+        source: {
+            "labelled": labelled[source],
+            "conflicting": conflicting.get(source, 0),
+            "rate": round(conflicting.get(source, 0) / labelled[source], 6),
+        }
+        for source in sorted(labelled)
+        if labelled[source]
     }
 
 
@@ -515,6 +618,20 @@ def _published_splits(version_dir: storage.Location) -> dict[str, dict[str, int]
     return {name: found.get(name, {"records": 0, "groups": 0}) for name in SPLITS}
 
 
+# The stages between governance and publishing, in order: each reads the one before.
+RECORD_STAGES = (
+    ("quality", quality_task),
+    ("exact_dedup", exact_dedup_task),
+    ("near_dedup", near_dedup_task),
+    ("boilerplate", boilerplate_task),
+    ("semantic_dedup", semantic_dedup_task),
+    ("split", split_task),
+    ("synthetic", synthetic_task),
+    ("augment", augment_task),
+    ("contamination", contamination_task),
+)
+
+
 @flow(name="curate", log_prints=True, on_failure=[on_failure], on_crashed=[on_failure])
 def curate(config_path: str) -> dict[str, Any]:
     """Curate the sources of a run config into a new published, cataloged dataset version."""
@@ -530,30 +647,17 @@ def curate(config_path: str) -> dict[str, Any]:
         gates = [gate_task(plan, "ingested", ingested["path"])]
         governed = govern_task(plan, ingested["path"])
         gates.append(gate_task(plan, "governed", governed["path"]))
-        checked_quality = quality_task(plan, governed["path"])
-        exact = exact_dedup_task(plan, checked_quality["path"])
-        near = near_dedup_task(plan, exact["path"])
-        semantic = semantic_dedup_task(plan, near["path"])
-        assigned = split_task(plan, semantic["path"])
-        checked = contamination_task(plan, assigned["path"])
-        staged = publish_task(plan, checked["path"], assigned["stats"])
+        stages = {"govern": governed}
+        path = governed["path"]
+        for name, stage_task in RECORD_STAGES:
+            stages[name] = stage_task(plan, path)
+            path = stages[name]["path"]
+        stats = {name: stage["stats"] for name, stage in stages.items()}
+        staged = publish_task(plan, path, stats)
         gates.append(gate_task(plan, "published", staged["path"]))
-        committed = commit_task(plan, staged["path"], records_in)
-        dedup_stats = {
-            "exact": exact["stats"],
-            "minhash": near["stats"],
-            "semantic": semantic["stats"],
-        }
-        summary = summarize(
-            plan,
-            records_in,
-            committed,
-            assigned["stats"],
-            governed["stats"],
-            checked_quality["stats"],
-            dedup_stats,
-            checked["stats"],
-        )
+        generated = stages["augment"]["stats"].get("generated", 0)
+        committed = commit_task(plan, staged["path"], records_in, generated)
+        summary = summarize(plan, records_in, committed, stats, staged)
     except BaseException as error:
         try:
             catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
@@ -565,7 +669,10 @@ def curate(config_path: str) -> dict[str, Any]:
                 _report_version(plan, committed["dataset_hash"])
         raise
     _cleanup(plan)
-    counts = {key: summary[key] for key in ("records_in", "published", "dropped", "quarantined")}
+    counts = {
+        key: summary[key]
+        for key in ("records_in", "generated", "published", "dropped", "quarantined")
+    }
     catalog.finish_run(
         plan.run_id,
         "succeeded",

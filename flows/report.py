@@ -87,6 +87,13 @@ def version_report(
         "split": manifest["split"],
         "tokenizer": tokenizer,
         "contamination": audit.contamination(ledger, manifest["protected_eval_sets"]),
+        "data_quality": {  # versions published before these facts existed hold none
+            "label_conflicts": manifest.get("label_conflicts", {}),
+            "fields": manifest.get("fields", {}),
+            "synthetic_sources": {
+                s["name"]: s["synthetic"] for s in manifest["sources"] if s.get("synthetic")
+            },
+        },
         "gates": _gates(published.path / GATES_FILE),
         "lineage": {
             "dataset_hash": version.dataset_hash,
@@ -150,6 +157,7 @@ def write_failed_run_report(
         "split": None,
         "tokenizer": None,
         "contamination": None,
+        "data_quality": None,
         "gates": gates,
         "lineage": {"run_id": run_dir.name, "code_version": _code_version(), "training_runs": []},
         "diff": None,

@@ -18,23 +18,26 @@ from pipeline.secrets import find_secrets, mask_secrets
 
 # the stages in the order a record meets them (publish last)
 STAGE_ORDER = (
-    "ingest", "govern", "quality", "exact_dedup", "near_dedup", "semantic_dedup", "split",
-    "contamination", "publish",
+    "ingest", "govern", "quality", "exact_dedup", "near_dedup", "boilerplate", "semantic_dedup",
+    "split", "synthetic", "augment", "contamination", "publish",
 )  # fmt: skip
 DEDUP_STAGES = ("exact_dedup", "near_dedup", "semantic_dedup")
+DUPLICATE_REASONS = (reasons.EXACT_DUPLICATE, reasons.NEAR_DUPLICATE, reasons.SEMANTIC_DUPLICATE)
 EXAMPLE_CHARS = 160
 
 
 def outcomes(ledger: pl.LazyFrame, records_in: int | None = None) -> dict[str, int]:
-    """Records in, and how many ended published, dropped and quarantined. A run that stopped
-    early gives its `records_in`: the records it had not decided yet are `unfinished`."""
-    terminal = ledger.filter(pl.col("terminal"))
-    counted = dict(terminal.group_by("action").len().collect().iter_rows())
+    """Records in, those the run generated (augmentation), and how many ended published,
+    dropped and quarantined. A run that stopped early gives its `records_in`: the records it
+    had not decided yet are `unfinished`."""
+    counted = dict(ledger.group_by("action").len().collect().iter_rows())
     found = {action: counted.get(action, 0) for action in reasons.TERMINAL_ACTIONS}
+    generated = counted.get(reasons.GENERATED, 0)
     decided = sum(found.values())
     if records_in is None:
-        return {"records_in": decided, **found}
-    return {"records_in": records_in, **found, "unfinished": records_in - decided}
+        return {"records_in": decided - generated, "generated": generated, **found}
+    unfinished = records_in + generated - decided
+    return {"records_in": records_in, "generated": generated, **found, "unfinished": unfinished}
 
 
 def funnel(ledger: pl.LazyFrame, records_in: int | None = None) -> list[dict[str, Any]]:
@@ -42,17 +45,19 @@ def funnel(ledger: pl.LazyFrame, records_in: int | None = None) -> list[dict[str
     up to the last stage that wrote events."""
     left = ledger.filter(pl.col("terminal"), pl.col("action") != reasons.PUBLISHED)
     by_stage = dict(left.group_by("stage").len().collect().iter_rows())
+    made = ledger.filter(pl.col("action") == reasons.GENERATED)
+    added_by_stage = dict(made.group_by("stage").len().collect().iter_rows())
     reached = set(ledger.select(pl.col("stage").unique()).collect()["stage"])
     last = max((STAGE_ORDER.index(s) for s in reached if s in STAGE_ORDER), default=-1)
     stages = STAGE_ORDER[:-1] if records_in is None else STAGE_ORDER[: last + 1]
     remaining = outcomes(ledger)["records_in"] if records_in is None else records_in
-    rows = [{"stage": "records in", "records": remaining, "removed": 0}]
+    rows = [{"stage": "records in", "records": remaining, "removed": 0, "added": 0}]
     for stage in stages:
         if stage == "publish":
             break
-        removed = by_stage.get(stage, 0)
-        remaining -= removed
-        rows.append({"stage": stage, "records": remaining, "removed": removed})
+        removed, added = by_stage.get(stage, 0), added_by_stage.get(stage, 0)
+        remaining += added - removed
+        rows.append({"stage": stage, "records": remaining, "removed": removed, "added": added})
     return rows
 
 
@@ -107,7 +112,11 @@ def dedup_clusters(
     """Duplicate clusters: every record (published or dropped as a duplicate) with a cluster
     id shared by another; their sizes, drops per method and a few examples."""
     dropped = (
-        ledger.filter(pl.col("stage").is_in(DEDUP_STAGES), pl.col("terminal"))
+        ledger.filter(
+            pl.col("stage").is_in(DEDUP_STAGES),
+            pl.col("terminal"),
+            pl.col("reason").is_in(DUPLICATE_REASONS),
+        )
         .select("record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE).alias("e"))
         .unnest("e")
         .collect()
@@ -194,14 +203,31 @@ def split_figures(splits: dict[str, pl.LazyFrame]) -> dict[str, dict[str, Any]]:
         if frame is None:
             figures[name] = {
                 "records": 0, "groups": 0, "first": None, "last": None, "labels": {}, "months": {},
+                "synthetic": 0, "synthetic_share": 0.0, "augmented": 0,
             }  # fmt: skip
             continue
+        present = frame.collect_schema().names()
         row = (
             frame.select(
                 pl.len().alias("records"),
                 pl.coalesce("group", "record_id").n_unique().alias("groups"),
                 pl.col("timestamp").min().alias("first"),
                 pl.col("timestamp").max().alias("last"),
+                # versions published before these columns existed hold neither
+                (
+                    pl.col("synthetic").fill_null(False).sum()
+                    if "synthetic" in present
+                    else pl.lit(0)
+                )
+                .cast(pl.Int64)
+                .alias("synthetic"),
+                (
+                    pl.col("augmented_from").is_not_null().sum()
+                    if "augmented_from" in present
+                    else pl.lit(0)
+                )
+                .cast(pl.Int64)
+                .alias("augmented"),
             )
             .collect()
             .row(0, named=True)
@@ -221,6 +247,11 @@ def split_figures(splits: dict[str, pl.LazyFrame]) -> dict[str, dict[str, Any]]:
             "last": row["last"].isoformat() if row["last"] else None,
             "labels": {str(label): n for label, n in labels.iter_rows()},
             "months": dict(months.iter_rows()),
+            "synthetic": row["synthetic"],
+            "synthetic_share": round(row["synthetic"] / row["records"], 4)
+            if row["records"]
+            else 0.0,
+            "augmented": row["augmented"],
         }
     return figures
 

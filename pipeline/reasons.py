@@ -79,10 +79,10 @@ SYNTHETIC_CAP = "synthetic_cap"  # beyond synthetic.max_share of its split
 SYNTHETIC_HELD_OUT = "synthetic_held_out"  # in validation/test, and moving it would leak
 
 # Augmentation (pipeline/augment.py): generated variants of train records.
-AUGMENTED = "augmented"  # the `generated` event of a variant; evidence origin and transforms
+AUGMENTED = "augmented"  # the `generated` event of a variant; evidence origin, transform, seed
 AUGMENTATION_DRIFTED = "augmentation_drifted"  # cosine to its origin below augment.min_cosine
 AUGMENTATION_UNCERTAIN = "augmentation_uncertain"  # nearer another label's centroid: review
-AUGMENTATION_DUPLICATE = "augmentation_duplicate"  # its text is already a record's
+AUGMENTATION_DUPLICATE = "augmentation_duplicate"  # its text is a record's or an earlier variant's
 
 # Boilerplate (pipeline/boilerplate.py): segments repeated across many documents.
 BOILERPLATE_REMOVED = "boilerplate_removed"  # edit; evidence the segments' hashes and counts
