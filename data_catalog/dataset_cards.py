@@ -36,6 +36,7 @@ DECLARATION_FACTS = (
     "rights_basis",
     "allowed_uses",
     "removal_contact",
+    "synthetic",
 )
 
 
@@ -157,8 +158,10 @@ def _ledger_facts(ledger: pl.LazyFrame) -> dict[str, Any]:
     outcomes_by_source: dict[str, dict[str, dict[str, int]]] = {}
     for source, action, reason, records in by_source.iter_rows():  # `published` has no reason
         outcomes_by_source.setdefault(source, {}).setdefault(action, {})[reason or action] = records
+    generated = ledger.filter(pl.col("action") == reasons.GENERATED).select(pl.len()).collect()
     return {
-        "records_in": terminal.select(pl.len()).collect().item(),
+        "records_in": terminal.select(pl.len()).collect().item() - generated.item(),
+        "generated": generated.item(),
         "outcomes": {
             action: int(by_source.filter(pl.col("action") == action)["len"].sum())
             for action in reasons.TERMINAL_ACTIONS

@@ -163,6 +163,8 @@ def write_demo_config(directory: Path) -> Path:
             "semantic": {"threshold": 0.92, "related_threshold": 0.85},
         },
         "split": {"strategy": "group", "fractions": {"train": 0.8, "validation": 0.1, "test": 0.1}},
+        # checked variants of 5% of the labelled train records (SMS): a few seconds of embedding
+        "augment": {"fraction": 0.05, "seed": 13},
         "contamination": {
             "protected": ["humaneval"],
             # the embeddings are cached by the semantic dedup stage: paraphrase checks are cheap

@@ -186,7 +186,9 @@ def test_a_source_with_only_bad_rows_publishes_an_empty_version_twice(tmp_path):
     assert (first["records_in"], first["published"], first["dropped"]) == (2, 0, 2)
     assert first["reasons"]["dropped"] == {"missing_text": 1, "empty_text": 1}
     report = json.loads(Path(first["paths"]["report"]).with_suffix(".json").read_text())
-    assert report["outcomes"] == {"records_in": 2, "published": 0, "dropped": 2, "quarantined": 0}
+    assert report["outcomes"] == {
+        "records_in": 2, "generated": 0, "published": 0, "dropped": 2, "quarantined": 0,
+    }  # fmt: skip
     assert {split["records"] for split in report["splits"].values()} == {0}
     second = run_json(config)  # the empty parent is read back as the parent
     assert second["dataset_hash"] == first["dataset_hash"] and not second["created"]

@@ -28,7 +28,7 @@ def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(sms_
 
     events = pl.scan_parquet(Path(summary["paths"]["version"]) / "ledger.parquet")
     counts = ledger.check_accounting(events, summary["records_in"])
-    assert report["outcomes"] == {"records_in": summary["records_in"], **counts}
+    assert report["outcomes"] == {"records_in": summary["records_in"], "generated": 0, **counts}
     assert report["reasons"]["dropped"] == ledger.counts_by_reason(events, terminal=True)["dropped"]
     funnel = report["funnel"]
     assert funnel[0]["records"] == summary["records_in"]

@@ -44,20 +44,28 @@ def test_outcomes_and_funnel_of_a_finished_and_of_a_stopped_run():
         ("c", "exact_dedup", "dropped", "exact_duplicate", dedup("d", "exact", "c"), True),
         ("d", "publish", "published", None, {"split": "train"}, True),
         ("e", "publish", "published", None, {"split": "test"}, True),
+        # a variant of d the augmentation stage made, dropped, and one it made and published
+        ("v", "augment", "generated", "augmented", {"augmented_from": "d"}, False),
+        ("v", "augment", "dropped", "augmentation_drifted", None, True),
+        ("w", "augment", "generated", "augmented", {"augmented_from": "d"}, False),
+        ("w", "publish", "published", None, {"split": "train"}, True),
     )
     assert audit.outcomes(events) == {
-        "records_in": 5, "published": 2, "dropped": 2, "quarantined": 1,
+        "records_in": 5, "generated": 2, "published": 3, "dropped": 3, "quarantined": 1,
     }  # fmt: skip
-    steps = {row["stage"]: row["records"] for row in audit.funnel(events)}
-    assert steps["records in"] == 5 and steps["govern"] == 3 and steps["contamination"] == 2
+    funnel = {row["stage"]: row for row in audit.funnel(events)}
+    assert funnel["records in"]["records"] == 5 and funnel["govern"]["records"] == 3
+    assert funnel["augment"] == {"stage": "augment", "records": 3, "removed": 1, "added": 2}
+    assert funnel["contamination"]["records"] == 3
 
     stopped = ledger(("a", "ingest", "dropped", "empty_text", None, True))
     assert audit.outcomes(stopped, records_in=7) == {
-        "records_in": 7, "published": 0, "dropped": 1, "quarantined": 0, "unfinished": 6,
+        "records_in": 7, "generated": 0, "published": 0, "dropped": 1, "quarantined": 0,
+        "unfinished": 6,
     }  # fmt: skip
     assert audit.funnel(stopped, records_in=7) == [
-        {"stage": "records in", "records": 7, "removed": 0},
-        {"stage": "ingest", "records": 6, "removed": 1},
+        {"stage": "records in", "records": 7, "removed": 0, "added": 0},
+        {"stage": "ingest", "records": 6, "removed": 1, "added": 0},
     ]
 
 
