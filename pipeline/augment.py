@@ -35,7 +35,7 @@ from pipeline import ledger, reasons
 from pipeline.augment_transforms import TRANSFORMS, VOCABULARY_WORD
 from pipeline.config import AugmentConfig
 from pipeline.embeddings import embed
-from pipeline.govern import masked_for_review, with_review_hash
+from pipeline.govern import review_items_of, with_review_hash
 from pipeline.identity import KEY_SEPARATOR, record_key, xxh3_128_hex
 from pipeline.schema import REVIEW_ITEM_SCHEMA, review_decisions
 from pipeline.stage import RunContext, StageResult
@@ -97,7 +97,7 @@ def augment(frame: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext) -> 
         "rejected": rejected.height,
         "by_transform": {name: counted.get(name, 0) for name in cfg.transforms},
     }
-    return StageResult(out, events, stats, _review_items(still) if still.height else empty_items)
+    return StageResult(out, events, stats, review_items_of(still, reasons.AUGMENTATION_UNCERTAIN))
 
 
 def _position(seed: int, key: pl.Expr) -> pl.Expr:
@@ -295,15 +295,3 @@ def _decision_evidence(approved: bool) -> pl.Expr:
     if approved:  # as govern and contamination write their approvals
         fields.append(pl.lit(reasons.AUGMENTATION_UNCERTAIN).alias("flag"))
     return pl.struct(*fields)
-
-
-def _review_items(still: pl.DataFrame) -> pl.DataFrame:
-    """One item per uncertain variant, secrets masked as everywhere a reviewer looks."""
-    shown = still.with_columns(
-        xxh3_128_hex(still["group"]).alias("group_hash"),
-        pl.lit(reasons.AUGMENTATION_UNCERTAIN).alias("reason"),
-    )
-    shown = shown.with_columns(
-        masked_for_review(shown[column]) for column in ("text", "metadata", "group", "label")
-    )
-    return shown.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)

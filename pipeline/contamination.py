@@ -21,9 +21,9 @@ import polars as pl
 from pipeline import ledger, reasons
 from pipeline.config import ContaminationConfig
 from pipeline.eval_index import METHODS, ContaminationIndex, strongest
-from pipeline.govern import masked_for_review, with_review_hash
+from pipeline.govern import masked_for_review, review_items_of, with_review_hash
 from pipeline.identity import xxh3_128_hex
-from pipeline.schema import REVIEW_ITEM_SCHEMA, review_decisions
+from pipeline.schema import review_decisions
 from pipeline.stage import RunContext, StageResult
 
 STAGE = "contamination"
@@ -260,16 +260,8 @@ def _review_items(quarantined: pl.DataFrame) -> pl.DataFrame:
     """Items with the matched evaluation text beside the record. Secrets are masked as
     everywhere a reviewer looks: a record a reviewer let through as a secret false positive
     still holds what the scanner flagged, and evaluation sets are not scanned on the way in."""
-    shown = quarantined.with_columns(
-        pl.col("item_text").str.slice(0, ITEM_TEXT_SHOWN),
-        xxh3_128_hex(quarantined["group"]).alias("group_hash"),
+    item_text = masked_for_review(quarantined["item_text"].str.slice(0, ITEM_TEXT_SHOWN))
+    shown = quarantined.with_columns(item_text).with_columns(
+        pl.struct(*_evidence_fields(), pl.col("item_text")).struct.json_encode().alias("evidence")
     )
-    shown = shown.with_columns(
-        masked_for_review(shown[column])
-        for column in ("text", "metadata", "group", "label", "item_text")
-    )
-    items = shown.with_columns(
-        pl.lit(reasons.CONTAMINATED_EVAL).alias("reason"),
-        pl.struct(*_evidence_fields(), pl.col("item_text")).struct.json_encode().alias("evidence"),
-    )
-    return items.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)
+    return review_items_of(shown, reasons.CONTAMINATED_EVAL)

@@ -143,6 +143,18 @@ def masked_for_review(values: pl.Series) -> pl.Series:
     )
 
 
+def review_items_of(shown: pl.DataFrame, reason: str) -> pl.DataFrame:
+    """Review items (REVIEW_ITEM_SCHEMA) of a later stage: `shown` holds the records with
+    their review_hash and evidence; the group is hashed for deletion requests and what the
+    reviewer sees has its secrets masked."""
+    items = shown.with_columns(
+        xxh3_128_hex(shown["group"]).alias("group_hash"),
+        pl.lit(reason).alias("reason"),
+        *(masked_for_review(shown[column]) for column in ("text", "metadata", "group", "label")),
+    )
+    return items.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)
+
+
 def _ranked(flags: pl.DataFrame, order: int | pl.Expr) -> pl.DataFrame:
     """Drops decide before quarantines; within each, checks keep their order (terms 0-3,
     secrets 4, personal data 5)."""

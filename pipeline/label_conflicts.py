@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from pipeline import ledger, reasons
-from pipeline.govern import masked_for_review, with_review_hash
+from pipeline.govern import review_items_of, with_review_hash
 from pipeline.identity import xxh3_128_hex
 from pipeline.schema import REVIEW_ITEM_SCHEMA, review_decisions
 from pipeline.stage import RunContext, StageResult
@@ -291,16 +291,7 @@ def _review_items(kept: pl.DataFrame, clusters: list[dict[str, Any]]) -> pl.Data
         orient="row",
     )
     shown = kept.join(queued, on="record_id").sort("record_id")
-    if shown.height == 0:
-        return _no_items()
-    shown = shown.with_columns(
-        xxh3_128_hex(shown["group"]).alias("group_hash"),
-        pl.lit(reasons.LABEL_CONFLICT).alias("reason"),
-    )
-    shown = shown.with_columns(
-        masked_for_review(shown[column]) for column in ("text", "metadata", "group", "label")
-    )
-    return shown.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)
+    return review_items_of(shown, reasons.LABEL_CONFLICT)
 
 
 def _no_items() -> pl.DataFrame:
@@ -315,14 +306,15 @@ def _labelled_by_source(frame: pl.LazyFrame) -> dict[str, int]:
 
 
 def _stats(clusters: list[dict[str, Any]], labelled: dict[str, int]) -> dict[str, Any]:
-    """Clusters by outcome; records (every member of a conflicting cluster) in all and per
-    source; and the records with a label per source, the denominator of a conflict rate."""
+    """Clusters by outcome; records (every member of a conflicting cluster); per source the
+    labelled members, over the records with a label (`labelled_by_source`): a conflict rate."""
     outcomes = Counter(c["outcome"] for c in clusters)
-    by_source = Counter(m["source"] for c in clusters for m in c["members"])
+    members = [m for c in clusters for m in c["members"]]
+    by_source = Counter(m["source"] for m in members if m["label"] is not None)
     return {
         "label_conflicts": {
             "clusters": len(clusters),
-            "records": sum(by_source.values()),
+            "records": len(members),
             "queued": outcomes["queued"],
             "majority": outcomes["majority"],
             "adjudicated": outcomes["adjudicated"],

@@ -40,12 +40,14 @@ def synthetic(frame: pl.LazyFrame, cfg: SyntheticPolicy, ctx: RunContext) -> Sta
         if not cfg.held_out
         else (_none(records), _none(records))
     )
-    records = records.join(blocked.select("record_id"), on="record_id", how="anti").with_columns(
+    to_train = (
         pl.when(pl.col("record_id").is_in(moved["record_id"].implode()))
         .then(pl.lit("train"))
         .otherwise(pl.col("split"))
         .alias("split")
     )
+    records = records.join(blocked.select("record_id"), on="record_id", how="anti")
+    records = records.with_columns(to_train)
     capped = _over_cap(records, cfg.max_share)
     events = [
         ledger.events(
