@@ -67,7 +67,7 @@ def train(
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     world = distributed.start(cfg.device)
     try:
-        return _train(
+        result = _train(
             run_config.name,
             workdir,
             cfg,
@@ -76,6 +76,11 @@ def train(
             Path(resume) if resume else None,
             world,
         )
+        # ranks leave together: one tearing gloo down while another still talks to it can
+        # abort with "terminate called without an active exception" (seen once in a clean
+        # clone). Not on failure: a rank that raised must not wait for the others.
+        world.barrier()
+        return result
     finally:
         distributed.stop(world)
 
