@@ -52,7 +52,9 @@ def members_frame(
 ) -> pl.DataFrame:
     """The columns the keep rule, the cluster ids and label conflicts need (and `extra`), one
     row per record,
-    plus `_i` (the row's position) and `_published` (whether the parent version holds it)."""
+    plus `_i` and `_published` (whether the parent version holds it). Rows are sorted by
+    record_id and `_i` numbers them in that order, so that every decision a method makes from
+    `_i` is the same whatever order the records arrive in."""
     members = with_cluster_ids(frame).select(
         *extra,
         "record_id",
@@ -79,7 +81,7 @@ def members_frame(
             nulls_equal=True,
             maintain_order="left",
         )
-    return members.with_row_index("_i")
+    return members.sort("record_id").with_row_index("_i")
 
 
 def _license_ranks(members: pl.DataFrame, ctx: RunContext) -> pl.DataFrame:

@@ -5,6 +5,9 @@
 2. Candidate pairs come from polars group-bys over the band table: every member of a bucket
    (records with equal keys in one band) is linked to the bucket's first record and to the
    member before it, so a bucket of k records gives at most 2(k-1) edges, never all pairs.
+   Documents are numbered in record_id order (`_i` of the members frame), never in the order
+   rows arrive: which members are linked, and so which weak links verification sees and
+   which records are kept, depends on the records alone.
 3. With `verify` (the default), each candidate pair's exact Jaccard similarity of shingle sets
    decides: at or above `threshold` a duplicate, at or above `related_threshold` (when set;
    bands are then tuned to it) a link between related records; without `verify` every
@@ -50,7 +53,7 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
         bands, rows = minhash.optimal_bands(
             lowest, settings.num_perm, settings.false_positive_weight
         )
-        texts = frame.select("text")
+        texts = texts_by_record_id(frame, work)
         shingled = index_batches(texts, members.height, settings, bands, rows, work)
         candidates = candidate_pairs(work)
         measure = PairSimilarity(texts, settings, work)
@@ -89,6 +92,16 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
         shutil.rmtree(work, ignore_errors=True)
     result.stats["seconds"] = round(time.perf_counter() - started, 3)
     return result
+
+
+def texts_by_record_id(frame: pl.LazyFrame, work: Path) -> pl.LazyFrame:
+    """The texts in record_id order, the numbering of the members frame, written once to the
+    work folder so that batches and verification read them by position."""
+    path = work / "texts.parquet"
+    frame.select("record_id", "text").sort("record_id").select("text").sink_parquet(
+        path, compression="lz4"
+    )
+    return pl.scan_parquet(path)
 
 
 def index_batches(
