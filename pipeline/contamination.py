@@ -35,15 +35,21 @@ _SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
 
 def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext) -> StageResult:
     started = time.perf_counter()
-    records = frame.select(
-        "record_id", "source", "split", "text", "content_hash", "source_content_hash", *_SHOWN[1:]
-    ).collect()
+    # in record_id order: test items, ties between items and examples follow record ids
+    records = (
+        frame.select(
+            "record_id", "source", "split", "text", "content_hash", "source_content_hash",
+            *_SHOWN[1:],
+        )
+        .collect()
+        .sort("record_id")
+    )  # fmt: skip
     checked = records.filter(pl.col("split").is_in(cfg.check))
     matches, per_set = _all_matches(records, checked, cfg, ctx)
     flagged = _decide(matches, checked, cfg)
     flagged, approvals, rejections = _reviewed(flagged, checked, ctx.review_decisions)
     removed = pl.concat([flagged.select("record_id"), rejections.select("record_id")])
-    kept = frame.join(removed.lazy(), on="record_id", how="anti")
+    kept = frame.join(removed.lazy(), on="record_id", how="anti", maintain_order="left")
     events = pl.concat(
         [
             ledger.empty(),

@@ -132,7 +132,8 @@ def embed(
     distinct = rows.unique("content_hash", keep="first", maintain_order=True)
     folder = None if cache_dir is None else Path(cache_dir) / model_digest()
     cached = _read_cache(folder, distinct["content_hash"])
-    missing = distinct.join(cached, on="content_hash", how="anti", maintain_order="left")
+    # by content hash: which texts share a batch (and so its padding) never follows row order
+    missing = distinct.join(cached, on="content_hash", how="anti").sort("content_hash")
     fresh = pl.DataFrame(
         {
             "content_hash": missing["content_hash"],

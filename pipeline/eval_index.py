@@ -411,11 +411,14 @@ class ContaminationIndex:
 
 
 def strongest(matches: pl.DataFrame) -> pl.DataFrame:
-    """One match per record row: the highest score; on a tie the method first in METHODS."""
+    """One match per record row: the highest score; on a tie the method first in METHODS,
+    then the first evaluation set (when named) and item by name."""
     order = pl.col("method").replace_strict(list(METHODS), list(range(len(METHODS))))
-    return matches.sort("row", pl.col("score"), order, descending=[False, True, False]).unique(
-        "row", keep="first", maintain_order=True
+    names = [column for column in ("eval_set", "item_id") if column in matches.columns]
+    ranked = matches.sort(
+        "row", pl.col("score"), order, *names, descending=[False, True, *[False] * (1 + len(names))]
     )
+    return ranked.unique("row", keep="first", maintain_order=True)
 
 
 def _reusable(folder: Path | None, items: pl.DataFrame) -> bool:
