@@ -80,13 +80,20 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
         "source", "license", "consent", "published_license", "published_consent"
     ).unique()
     kept = (
-        frame.join(decided.lazy().select("record_id"), on="record_id", how="anti")
-        .join(published_terms.lazy(), on=["source", "license", "consent"], how="left")
+        frame.join(
+            decided.lazy().select("record_id"), on="record_id", how="anti", maintain_order="left"
+        )
+        .join(
+            published_terms.lazy(),
+            on=["source", "license", "consent"],
+            how="left",
+            maintain_order="left",
+        )
         .with_columns(
             pl.col("published_license").alias("license"),
             pl.col("published_consent").alias("consent"),
         )
-        .join(edits.lazy().drop("evidence"), on="record_id", how="left")
+        .join(edits.lazy().drop("evidence"), on="record_id", how="left", maintain_order="left")
         .with_columns(
             *(pl.coalesce(f"_{f}", f).alias(f) for f in content_findings.SCANNED_FIELDS),
             pl.coalesce("_hash", "content_hash").alias("content_hash"),

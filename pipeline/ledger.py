@@ -54,9 +54,12 @@ def empty() -> pl.DataFrame:
 
 
 def write_part(events_frame: pl.DataFrame, ledger_dir: Path, part: str) -> Path:
+    """Write a stage's events in record_id order (a record's own events keep the order the
+    stage gave them), so that the ledger never depends on the order rows arrived in."""
     ledger_dir.mkdir(parents=True, exist_ok=True)
     path = ledger_dir / f"{part}.parquet"
-    events_frame.select(LEDGER_SCHEMA.names()).cast(LEDGER_SCHEMA).write_parquet(path)
+    ordered = events_frame.sort("record_id", maintain_order=True)
+    ordered.select(LEDGER_SCHEMA.names()).cast(LEDGER_SCHEMA).write_parquet(path)
     return path
 
 

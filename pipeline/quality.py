@@ -183,8 +183,10 @@ def quality(frame: pl.LazyFrame, cfg: QualityConfig, ctx: RunContext) -> StageRe
         xxh3_128_hex(edited["text"]).alias("_hash"),
     )
     kept = (
-        frame.join(dropped.lazy().select("record_id"), on="record_id", how="anti")
-        .join(edits.lazy(), on="record_id", how="left")
+        frame.join(
+            dropped.lazy().select("record_id"), on="record_id", how="anti", maintain_order="left"
+        )
+        .join(edits.lazy(), on="record_id", how="left", maintain_order="left")
         .with_columns(
             pl.coalesce("_text", "text").alias("text"),
             pl.coalesce("_hash", "content_hash").alias("content_hash"),
