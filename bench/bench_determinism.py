@@ -86,11 +86,7 @@ def other_layout(n_records: int, n_files: int) -> Path:
     if done.exists():
         return target
     shutil.rmtree(target, ignore_errors=True)
-    cached = OUT / "input" / f"v{version}-n{n_records}.parquet"
-    if not cached.exists():  # as bench_spine.input_dir builds it
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        bench_spine.build_records(n_records).write_parquet(cached)
-    records = pl.read_parquet(cached)
+    records = bench_spine.cached_records(n_records)
     rng = np.random.default_rng(SHUFFLE_SEED)
     (target / "data").mkdir(parents=True)
     bounds = np.linspace(0, n_records, n_files + 1).astype(np.int64)

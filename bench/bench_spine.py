@@ -158,13 +158,8 @@ def build_records(n_records: int) -> pl.DataFrame:
     )
 
 
-def input_dir(n_records: int, n_files: int) -> Path:
-    """The cached jsonl layout for (records, files), built on first use."""
-    target = OUT / "input" / f"v{GENERATOR_VERSION}-n{n_records}-f{n_files}"
-    done = target / "DONE.json"
-    if done.exists():
-        return target
-    shutil.rmtree(target, ignore_errors=True)
+def cached_records(n_records: int) -> pl.DataFrame:
+    """The `n_records` generated records, built on first use and cached as Parquet."""
     cached = OUT / "input" / f"v{GENERATOR_VERSION}-n{n_records}.parquet"
     if not cached.exists():
         started = time.perf_counter()
@@ -172,7 +167,17 @@ def input_dir(n_records: int, n_files: int) -> Path:
         cached.parent.mkdir(parents=True, exist_ok=True)
         build_records(n_records).write_parquet(cached)
         print(f"  built in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    records = pl.read_parquet(cached)
+    return pl.read_parquet(cached)
+
+
+def input_dir(n_records: int, n_files: int) -> Path:
+    """The cached jsonl layout for (records, files), built on first use."""
+    target = OUT / "input" / f"v{GENERATOR_VERSION}-n{n_records}-f{n_files}"
+    done = target / "DONE.json"
+    if done.exists():
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    records = cached_records(n_records)
     (target / "data").mkdir(parents=True)
     bounds = np.linspace(0, n_records, n_files + 1).astype(np.int64)
     for number in range(n_files):

@@ -19,6 +19,7 @@ import yaml
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.ingest import ingest
 from pipeline.publish import StagedVersion, publish
+from pipeline.readers import read_file
 from pipeline.schema import RECORD_SCHEMA
 from pipeline.split import split
 from pipeline.stage import RunContext
@@ -92,6 +93,20 @@ CHANGELOG_SOURCE = {
     "consent": "public-release",
     "owner": "Debian maintainers",
 }
+
+
+def changelog_changes(packages: tuple[str, ...]) -> list[str]:
+    """The distinct `changes` texts of the fixture changelogs of `packages`, in file order."""
+    source = SourceDeclaration(
+        name="deb", location="x", format="debian_changelog", license="GPL-2.0-or-later",
+        consent="public-release", owner="Debian", base_dir=".",
+    )  # fmt: skip
+    entries = []
+    for package in packages:
+        raw = read_file(CHANGELOGS / package / "changelog.Debian.gz", package, source)
+        entries += raw["changes"].drop_nulls().to_list()
+    return list(dict.fromkeys(entries))
+
 
 # Changelog text ships under each package's own, mostly copyleft, license.
 DEBIAN_POLICY = {"licenses": {"classes": {"LicenseRef-Debian-package-terms": "share-alike"}}}

@@ -13,25 +13,15 @@ from __future__ import annotations
 import random
 
 import polars as pl
-from helpers import CHANGELOGS
-
-from pipeline.config import SourceDeclaration
-from pipeline.readers import read_file
+from helpers import changelog_changes
 
 COPIES = 25
 BASES = 60  # of each kind
 
 
 def changelog_bases() -> list[str]:
-    source = SourceDeclaration(
-        name="deb", location="x", format="debian_changelog", license="GPL-2.0-or-later",
-        consent="public-release", owner="Debian", base_dir=".",
-    )  # fmt: skip
-    entries = []
-    for package in ("coreutils", "sed", "grep", "diffutils", "mawk", "tar"):
-        raw = read_file(CHANGELOGS / package / "changelog.Debian.gz", package, source)
-        entries += raw["changes"].drop_nulls().to_list()
-    long = [e for e in dict.fromkeys(entries) if 25 <= len(e.split()) <= 200]
+    entries = changelog_changes(("coreutils", "sed", "grep", "diffutils", "mawk", "tar"))
+    long = [e for e in entries if 25 <= len(e.split()) <= 200]
     return long[:BASES]
 
 

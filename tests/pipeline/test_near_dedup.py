@@ -10,12 +10,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from helpers import CHANGELOGS, as_records, jaccard, reference_shingles
+from helpers import as_records, changelog_changes, jaccard, reference_shingles
 
 from pipeline import reasons
-from pipeline.config import DedupConfig, RunConfig, SourceDeclaration, config_hash
+from pipeline.config import DedupConfig, RunConfig, config_hash
 from pipeline.near_dedup import near_dedup
-from pipeline.readers import read_file
 from pipeline.stage import RunContext
 
 DEFAULT = DedupConfig()
@@ -36,15 +35,8 @@ def context(tmp_path: Path, parent: pl.DataFrame | None = None, **dedup) -> RunC
 @pytest.fixture(scope="module")
 def changelog_entries() -> list[str]:
     """Long, distinct entries of real Debian changelogs (several change lines each)."""
-    source = SourceDeclaration(
-        name="deb", location="x", format="debian_changelog", license="GPL-2.0-or-later",
-        consent="public-release", owner="Debian", base_dir=".",
-    )  # fmt: skip
-    entries = []
-    for package in ("coreutils", "sed", "grep", "diffutils", "mawk"):
-        raw = read_file(CHANGELOGS / package / "changelog.Debian.gz", package, source)
-        entries += raw["changes"].drop_nulls().to_list()
-    entries = [e for e in dict.fromkeys(entries) if len(e.split()) >= 60 and e.count("\n") >= 4]
+    entries = changelog_changes(("coreutils", "sed", "grep", "diffutils", "mawk"))
+    entries = [e for e in entries if len(e.split()) >= 60 and e.count("\n") >= 4]
     return entries[:60]
 
 
