@@ -183,10 +183,14 @@ def _decisions(kept: pl.DataFrame, ctx: RunContext) -> dict[str, dict[str, Any]]
     decisions = (
         review_decisions(ctx.review_decisions)
         .filter(pl.col("reason") == reasons.LABEL_CONFLICT)
-        .sort("item_id")
     )
     key = ["record_id", "source_content_hash", "review_hash"]
-    matched = kept.select(*key).join(decisions, on=key).unique("record_id", keep="last")
+    matched = (
+        kept.select(*key)
+        .join(decisions, on=key)
+        .sort("item_id")
+        .unique("record_id", keep="last", maintain_order=True)
+    )
     return {row["record_id"]: row for row in matched.iter_rows(named=True)}
 
 
