@@ -83,7 +83,7 @@ def copyright_texts() -> list[tuple[str, str]]:
 def changelog_entries() -> tuple[list[tuple[str, str]], str]:
     """(entry_id, changes) of every readable entry, and where the changelogs came from."""
     from pipeline.config import SourceDeclaration
-    from pipeline.debian_changelog import read_debian_changelog
+    from pipeline.ingest.debian_changelog import read_debian_changelog
 
     paths = sorted(Path("/usr/share/doc").glob("*/changelog.Debian.gz"))
     origin = "/usr/share/doc/*/changelog.Debian.gz"
@@ -108,7 +108,7 @@ def changelog_entries() -> tuple[list[tuple[str, str]], str]:
 
 def _distinct(named: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Normalized as ingest normalizes; the first name of each distinct non-empty text."""
-    from pipeline.normalize import normalize_text
+    from pipeline.core.normalize import normalize_text
 
     texts = normalize_text(pl.Series([text for _, text in named], dtype=pl.String)).to_list()
     first: dict[str, str] = {}
@@ -120,8 +120,8 @@ def _distinct(named: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def build_corpus(n: int) -> tuple[pl.DataFrame, dict]:
     """`n` records in the canonical schema (plus cluster_id), and a description."""
-    from pipeline.identity import KEY_SEPARATOR, xxh3_128_hex
-    from pipeline.schema import RECORD_SCHEMA
+    from pipeline.core.identity import KEY_SEPARATOR, xxh3_128_hex
+    from pipeline.core.schema import RECORD_SCHEMA
 
     copyrights = _distinct(copyright_texts())
     raw_entries, origin = changelog_entries()
@@ -240,9 +240,9 @@ def _rss_mb() -> float | None:
 
 
 def run_thresher(corpus: Path) -> tuple[dict, pl.DataFrame, list[str]]:
-    from pipeline import reasons
-    from pipeline.boilerplate import boilerplate
     from pipeline.config import BoilerplateConfig, DedupConfig, RunConfig, config_hash
+    from pipeline.core import reasons
+    from pipeline.dedup.boilerplate import boilerplate
     from pipeline.stage import RunContext
 
     cfg = DedupConfig(boilerplate=BoilerplateConfig())

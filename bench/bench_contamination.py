@@ -134,8 +134,8 @@ def eval_texts() -> list[str]:
 
 def build_records(n: int, items: list[str]) -> pl.DataFrame:
     """`n` records (text, content_hash, planted: the item a planted run comes from)."""
-    from pipeline.identity import xxh3_128_hex
-    from pipeline.normalize import normalize_text
+    from pipeline.core.identity import xxh3_128_hex
+    from pipeline.core.normalize import normalize_text
 
     pool = pool_lines()
     rng = np.random.default_rng(SEED)
@@ -210,7 +210,7 @@ def describe(records_path: Path, items_path: Path) -> dict:
 
 def run_thresher(records_path: Path, items_path: Path) -> tuple[dict, np.ndarray]:
     from pipeline.config import ContaminationMethods
-    from pipeline.eval_index import WORKERS, ContaminationIndex, eval_items
+    from pipeline.text.eval_index import WORKERS, ContaminationIndex, eval_items
 
     records = pl.read_parquet(records_path, columns=["text", "content_hash"])
     texts = pl.read_parquet(items_path)["text"]

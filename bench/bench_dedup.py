@@ -218,8 +218,8 @@ def corpus_path(n: int) -> Path:
     """The cached corpus of `n` documents, built on first use."""
     path = INPUT / f"v{GENERATOR_VERSION}-n{n}.parquet"
     if not path.exists():
-        from pipeline.identity import xxh3_128_hex
-        from pipeline.normalize import normalize_text
+        from pipeline.core.identity import xxh3_128_hex
+        from pipeline.core.normalize import normalize_text
 
         started = time.perf_counter()
         print(f"building a corpus of {n:,} documents from real lines …", file=sys.stderr)
@@ -272,7 +272,7 @@ def describe_corpus(path: Path) -> dict:
 
 
 def _banding() -> tuple[int, int]:
-    from pipeline import minhash
+    from pipeline.text import minhash
 
     return minhash.optimal_bands(THRESHOLD, NUM_PERM, FALSE_POSITIVE_WEIGHT)
 
@@ -297,10 +297,11 @@ def _union_find_clusters(n: int, pairs) -> np.ndarray:
 
 
 def run_thresher(corpus: Path, work: Path, verify: bool, seed: int) -> tuple[dict, np.ndarray]:
-    from pipeline import duplicates, ledger
-    from pipeline import near_dedup as stage_module
     from pipeline.config import DedupConfig, RunConfig, config_hash
-    from pipeline.ingest import INTERMEDIATE_PARQUET
+    from pipeline.core import ledger
+    from pipeline.dedup import duplicates
+    from pipeline.dedup import near as stage_module
+    from pipeline.ingest.stage import INTERMEDIATE_PARQUET
     from pipeline.stage import RunContext
 
     cfg = DedupConfig(minhash={"verify": verify, "seed": seed})
@@ -478,7 +479,7 @@ def run_rensa(corpus: Path, work: Path, seed: int) -> tuple[dict, np.ndarray]:
 
 def _records_frame(records: pl.LazyFrame) -> pl.LazyFrame:
     """The corpus as canonical records (pipeline/schema.py), one source, one license."""
-    from pipeline.schema import RECORD_SCHEMA
+    from pipeline.core.schema import RECORD_SCHEMA
 
     columns = {
         "record_id": pl.col("id"),
@@ -503,10 +504,10 @@ def run_semantic(corpus: Path, work: Path, budget: float, sample: int) -> tuple[
     also both searches at full size on proxy vectors (see `_proxy_search`)."""
     import torch
 
-    from pipeline import semantic_dedup as stage_module
     from pipeline.config import DedupConfig, RunConfig, config_hash
-    from pipeline.embeddings import embed, load_model, model_digest
+    from pipeline.dedup import semantic as stage_module
     from pipeline.stage import RunContext
+    from pipeline.text.embeddings import embed, load_model, model_digest
 
     records = pl.read_parquet(corpus, columns=["id", "text", "content_hash", "ts"])
     n, distinct = records.height, records["content_hash"].n_unique()
@@ -592,8 +593,8 @@ def _proxy_search(texts: pl.Series) -> dict:
     import re
 
     from pipeline.config import SemanticConfig
-    from pipeline.embeddings import DIMENSIONS, encode
-    from pipeline.semantic_dedup import similar_pairs
+    from pipeline.dedup.semantic import similar_pairs
+    from pipeline.text.embeddings import DIMENSIONS, encode
 
     split = [[line for line in re.split(r"\s*\n\s*", text.strip()) if line] for text in texts]
     lines = list(dict.fromkeys(line for doc in split for line in doc))

@@ -568,9 +568,9 @@ def main() -> int:
         print("STAND-IN: a word-count rule, not pipeline.quality", file=sys.stderr)
     else:
         try:  # where the API names it
-            from pipeline.quality import gopher_decisions as decide
+            from pipeline.quality.stage import gopher_decisions as decide
         except ImportError:  # where it is defined
-            from pipeline.gopher import gopher_decisions as decide
+            from pipeline.text.gopher import gopher_decisions as decide
         print(f"Thresher: {decide.__module__}.gopher_decisions", file=sys.stderr)
 
     path = input_path(n)

@@ -164,9 +164,9 @@ def new_plan(cfg, catalog, runner=None):
 
 def run_plain(plan, input_dir: str, meter: Meter) -> None:
     """One govern call on the whole frame, its outputs written as the flow writes them."""
-    from pipeline import ledger
-    from pipeline.govern import govern
-    from pipeline.ingest import INTERMEDIATE_PARQUET
+    from pipeline.core import ledger
+    from pipeline.govern.stage import govern
+    from pipeline.ingest.stage import INTERMEDIATE_PARQUET
 
     with meter:
         frame = pl.scan_parquet(Path(input_dir) / "*.parquet")
@@ -331,7 +331,7 @@ def main() -> None:
 
     from data_catalog.catalog import Catalog
     from pipeline.config import RunnerConfig
-    from pipeline.ingest import ingest
+    from pipeline.ingest.stage import ingest
 
     shutil.rmtree(WORK, ignore_errors=True)
     cfg = make_config(data)

@@ -41,8 +41,8 @@ from credential_factory import (  # noqa: E402
     secret_sample,
 )
 
-from pipeline.personal_data import find_personal_data  # noqa: E402
-from pipeline.secrets import SECRET_TYPES, find_secrets  # noqa: E402
+from pipeline.text.personal_data import find_personal_data  # noqa: E402
+from pipeline.text.secrets import SECRET_TYPES, find_secrets  # noqa: E402
 
 OUT = BENCH_DIR / "out" / "secrets"
 SEED = 20240611

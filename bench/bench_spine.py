@@ -232,14 +232,14 @@ def _reset_peak_rss() -> None:
 
 
 def run_thresher(data: Path, work: Path) -> dict:
-    from pipeline import ingest as ingest_module
-    from pipeline import ledger
     from pipeline.config import RunConfig, SourceDeclaration, config_hash
-    from pipeline.exact_dedup import exact_dedup
-    from pipeline.govern import govern
-    from pipeline.ingest import ingest
-    from pipeline.publish import publish
-    from pipeline.split import split
+    from pipeline.core import ledger
+    from pipeline.dedup.exact import exact_dedup
+    from pipeline.govern.stage import govern
+    from pipeline.ingest import stage as ingest_module
+    from pipeline.ingest.stage import ingest
+    from pipeline.publish.stage import publish
+    from pipeline.split.stage import split
     from pipeline.stage import RunContext
 
     source = SourceDeclaration(

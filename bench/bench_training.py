@@ -104,9 +104,9 @@ def publish_once(config: Path) -> str:
     """Ingest, split and publish the SMS collection (no Prefect); return the dataset hash."""
     from data_catalog.catalog import Catalog
     from pipeline.config import config_hash, load_run_config
-    from pipeline.ingest import ingest
-    from pipeline.publish import publish
-    from pipeline.split import split
+    from pipeline.ingest.stage import ingest
+    from pipeline.publish.stage import publish
+    from pipeline.split.stage import split
     from pipeline.stage import RunContext
 
     cfg = load_run_config(config)

@@ -29,12 +29,12 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import NullPool
 
 from data_catalog import tables
-from pipeline import storage
 from pipeline.config import SourceDeclaration
-from pipeline.errors import ConfigError, DataError
-from pipeline.publish import StagedVersion
-from pipeline.reader import WITHDRAWN_MARKER, PublishedVersion, read_version
-from pipeline.storage import Location
+from pipeline.core import storage
+from pipeline.core.errors import ConfigError, DataError
+from pipeline.core.storage import Location
+from pipeline.publish.reader import WITHDRAWN_MARKER, PublishedVersion, read_version
+from pipeline.publish.stage import StagedVersion
 
 CATALOG_FILE = "catalog.db"
 CATALOG_URL_ENV = "THRESHER_CATALOG_URL"

@@ -14,14 +14,14 @@ from typing import Any
 import polars as pl
 
 from data_catalog.catalog import Catalog, VersionRecord
-from pipeline import reasons, storage
-from pipeline.audit import finding_types
 from pipeline.config import SPLITS, PolicyConfig
-from pipeline.dataset_card import croissant, datasheet
-from pipeline.errors import DataError
-from pipeline.licenses import license_class
-from pipeline.reader import read_manifest
-from pipeline.storage import Location
+from pipeline.core import reasons, storage
+from pipeline.core.errors import DataError
+from pipeline.core.licenses import license_class
+from pipeline.core.storage import Location
+from pipeline.publish.reader import read_manifest
+from pipeline.report.audit import finding_types
+from pipeline.report.dataset_card import croissant, datasheet
 
 CROISSANT_FILE = "croissant.json"
 DATASHEET_FILE = "datasheet.md"

@@ -17,10 +17,10 @@ from sqlalchemy import insert, select, update
 
 from data_catalog import tables, training_runs
 from data_catalog.catalog import Catalog, VersionRecord, now
-from pipeline import storage
-from pipeline.content_findings import pseudonymized_group
-from pipeline.errors import DataError
+from pipeline.core import storage
+from pipeline.core.errors import DataError
 from pipeline.stage import DELETION_KINDS
+from pipeline.text.content_findings import pseudonymized_group
 
 
 @dataclass(frozen=True)

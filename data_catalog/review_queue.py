@@ -31,9 +31,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from data_catalog import tables
 from data_catalog.catalog import Catalog, now, transaction_lock
-from pipeline import reasons
-from pipeline.errors import DataError
-from pipeline.schema import REVIEW_DECISION_SCHEMA
+from pipeline.core import reasons
+from pipeline.core.errors import DataError
+from pipeline.core.schema import REVIEW_DECISION_SCHEMA
 
 STATUSES = ("pending", "approved", "rejected")
 DECISIONS = ("approved", "rejected")

@@ -17,9 +17,9 @@ from sqlalchemy import insert, select
 
 from data_catalog import tables
 from data_catalog.catalog import Catalog, VersionRecord, now
-from pipeline import reasons
-from pipeline.errors import DataError
-from pipeline.reader import read_version
+from pipeline.core import reasons
+from pipeline.core.errors import DataError
+from pipeline.publish.reader import read_version
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from sqlalchemy import insert, select, update
 
 from data_catalog import tables
 from data_catalog.catalog import Catalog, now
-from pipeline.errors import DataError
+from pipeline.core.errors import DataError
 
 STATUSES = ("running", "completed", "failed")
 FINISHED = ("completed", "failed")

@@ -16,11 +16,12 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from expectations.gates import GateProject, GateResult, suites_of
-from pipeline import content_findings, reasons
 from pipeline.config import SPLITS, GatesConfig, RunConfig, SplitConfig
-from pipeline.leakage import leakage_columns, spanning
-from pipeline.licenses import license_class
-from pipeline.publish import file_sha256
+from pipeline.core import reasons
+from pipeline.core.licenses import license_class
+from pipeline.publish.stage import file_sha256
+from pipeline.split.leakage import leakage_columns, spanning
+from pipeline.text import content_findings
 
 # four standard deviations of a binomial share: a fair hash split of few groups strays
 BINOMIAL_SIGMAS = 4.0

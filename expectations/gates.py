@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import DataError
+from pipeline.core.errors import DataError
 
 SUITES_DIR = Path(__file__).parent / "suites"
 GATES = ("ingested", "governed", "published")

@@ -144,7 +144,7 @@ def notify(
 
 def masked(text: str) -> str:
     """The text with every secret the detectors find replaced by <SECRET:type>."""
-    from pipeline.secrets import find_secrets, mask_secrets
+    from pipeline.text.secrets import find_secrets, mask_secrets
 
     return mask_secrets(text, find_secrets(pl.Series([text])).to_dicts())
 

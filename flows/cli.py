@@ -44,7 +44,7 @@ from flows.secrets_cli import secrets_app
 from flows.split_cli import split_app
 from flows.train_cli import print_summary as print_train_summary
 from flows.train_cli import train
-from pipeline.errors import ThresherError
+from pipeline.core.errors import ThresherError
 
 app = typer.Typer(
     help="Thresher: curate text sources into versioned, provenance-tracked datasets.",
@@ -433,7 +433,7 @@ def catalog_verify(
 ) -> None:
     """Re-hash every shard of a version against the catalog and its manifest; exit 1 naming
     each shard (or manifest) that does not match."""
-    from pipeline.reader import read_manifest, verify_shards
+    from pipeline.publish.reader import read_manifest, verify_shards
 
     catalog, version = find_version(ref, workdir, config)
     if version.purged_at is not None:

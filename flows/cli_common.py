@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pipeline.errors import ThresherError
+from pipeline.core.errors import ThresherError
 
 stderr = Console(stderr=True, soft_wrap=True)
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object per line on stdout.")]

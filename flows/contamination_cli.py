@@ -86,8 +86,8 @@ def check(
 ) -> None:
     """Find training rows that repeat evaluation items: exactly, by a shared word n-gram, by
     MinHash similarity or by embedding similarity. Exit 0 clean, 1 found, 2 error."""
-    from pipeline.errors import ThresherError
-    from pipeline.eval_index import ContaminationIndex, eval_items, strongest
+    from pipeline.core.errors import ThresherError
+    from pipeline.text.eval_index import ContaminationIndex, eval_items, strongest
 
     started = time.perf_counter()
     settings = _methods(methods, ngram)
@@ -265,7 +265,7 @@ def _read_txt(path: Path, data: bytes, field: str, option: str, numbers: bool) -
 def _good(rows: Rows, eval_items) -> pl.DataFrame:
     """(item_id: the row's index, text, content_hash) of the rows with a text; a row whose
     text normalizes to nothing becomes a bad row."""
-    from pipeline.normalize import normalize_text
+    from pipeline.core.normalize import normalize_text
 
     texts = pl.Series(rows.texts, dtype=pl.String)
     normalized = normalize_text(texts)

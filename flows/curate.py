@@ -34,27 +34,27 @@ from expectations.checks import approved_records, check_governed, check_ingested
 from expectations.gates import GateFailed, GateProject, GateResult
 from flows.alerts import on_failure, report_interrupted
 from flows.report import GATES_FILE, write_failed_run_report, write_version_report
-from pipeline import ledger, storage
-from pipeline.augment import augment
-from pipeline.boilerplate import boilerplate
-from pipeline.code_version import code_version
+from pipeline.augment.augment import augment
+from pipeline.augment.synthetic import synthetic
 from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
-from pipeline.contamination import contamination
-from pipeline.errors import ConfigError
-from pipeline.eval_index import EvalSet
-from pipeline.exact_dedup import exact_dedup
-from pipeline.field_leakage import field_lists, single_feature_check
-from pipeline.govern import govern
-from pipeline.ingest import INTERMEDIATE_PARQUET, ingest
-from pipeline.leakage import check_disjoint, leakage_columns
-from pipeline.near_dedup import near_dedup
-from pipeline.publish import MANIFEST, NOT_PUBLISHED, StagedVersion, publish
-from pipeline.quality import quality
-from pipeline.reader import read_version
-from pipeline.semantic_dedup import semantic_dedup
-from pipeline.split import split
+from pipeline.contamination.stage import contamination
+from pipeline.core import ledger, storage
+from pipeline.core.code_version import code_version
+from pipeline.core.errors import ConfigError
+from pipeline.dedup.boilerplate import boilerplate
+from pipeline.dedup.exact import exact_dedup
+from pipeline.dedup.near import near_dedup
+from pipeline.dedup.semantic import semantic_dedup
+from pipeline.govern.stage import govern
+from pipeline.ingest.stage import INTERMEDIATE_PARQUET, ingest
+from pipeline.publish.reader import read_version
+from pipeline.publish.stage import MANIFEST, NOT_PUBLISHED, StagedVersion, publish
+from pipeline.quality.stage import quality
+from pipeline.split.field_leakage import field_lists, single_feature_check
+from pipeline.split.leakage import check_disjoint, leakage_columns
+from pipeline.split.stage import split
 from pipeline.stage import RunContext
-from pipeline.synthetic import synthetic
+from pipeline.text.eval_index import EvalSet
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 # host, pid, process start time and Prefect flow run of the process running it, while it runs

@@ -52,9 +52,9 @@ from flows.cli_common import JsonOption, emit, fail, stderr
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 STAGES = {  # method -> (module, stage function), run in this order by `all`
-    "exact": ("pipeline.exact_dedup", "exact_dedup"),
-    "minhash": ("pipeline.near_dedup", "near_dedup"),
-    "semantic": ("pipeline.semantic_dedup", "semantic_dedup"),
+    "exact": ("pipeline.dedup.exact", "exact_dedup"),
+    "minhash": ("pipeline.dedup.near", "near_dedup"),
+    "semantic": ("pipeline.dedup.semantic", "semantic_dedup"),
 }
 KEEP_RULES = {"first": ["earliest_timestamp"], "longest": ["longest_text", "earliest_timestamp"]}
 OPTIONS = {"dedup.minhash.threshold": "--minhash-threshold"}
@@ -91,7 +91,7 @@ def dedup(
     """Find exact, near (MinHash) or semantic duplicates in one file; write clusters.parquet
     (one row per input row) and kept.parquet. Exit 0 clean, 2 on error or unreadable rows."""
     from pipeline.config import config_hash
-    from pipeline.errors import ThresherError
+    from pipeline.core.errors import ThresherError
     from pipeline.stage import RunContext
 
     started = time.perf_counter()
@@ -176,10 +176,10 @@ def _stage(name: str):
 
 def _read(path: Path, source) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(raw rows, good records with `index`, bad rows: index, record_id, location, error)."""
-    from pipeline import reasons
-    from pipeline.identity import record_key, xxh3_128_hex
-    from pipeline.ingest import to_records
-    from pipeline.readers import read_file
+    from pipeline.core import reasons
+    from pipeline.core.identity import record_key, xxh3_128_hex
+    from pipeline.ingest.readers import read_file
+    from pipeline.ingest.stage import to_records
 
     fields = source.fields
     if source.format != "jsonl":  # the reader's own message speaks of declarations

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.errors import ConfigError
+from pipeline.core.errors import ConfigError
 
 # Present on every Debian system; the list is fixed so the demo's input does not follow
 # whatever else was installed.

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from flows.cli_common import fail, stderr
-from pipeline.errors import ThresherError
+from pipeline.core.errors import ThresherError
 
 POOL = "thresher"
 REPOSITORY = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ from flows.cli_common import (
     open_catalog,
     stderr,
 )
-from pipeline.errors import ThresherError
+from pipeline.core.errors import ThresherError
 
 review_app = typer.Typer(help="The reviewer quarantine queue.", no_args_is_help=True)
 ReviewerOption = Annotated[
@@ -371,7 +371,7 @@ def forget(
 ) -> None:
     """Record a deletion request: every later run drops the matching records."""
     from data_catalog import deletions
-    from pipeline.identity import record_id_of
+    from pipeline.core.identity import record_id_of
 
     if source_id is not None:  # the record's id in its source names one record of it
         if source is None:

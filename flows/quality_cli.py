@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flows.cli_common import JsonOption, emit, fail, stderr
-from pipeline.errors import ThresherError
+from pipeline.core.errors import ThresherError
 
 quality_app = typer.Typer(help="Quality filters and language identification.", no_args_is_help=True)
 
@@ -34,8 +34,8 @@ def quality_explain(
 ) -> None:
     """Run the quality stage alone on the first records of each source; print each decision."""
     from pipeline.config import load_run_config
-    from pipeline.ingest import ingest
-    from pipeline.quality import measure
+    from pipeline.ingest.stage import ingest
+    from pipeline.quality.stage import measure
     from pipeline.stage import RunContext
 
     try:
@@ -77,7 +77,7 @@ def quality_scan(
     dropped (exit 1 if any would be)."""
     from flows.secrets_cli import ScanError, _missing_field, _reader
     from pipeline.config import QUALITY_PROFILES, QualityConfig
-    from pipeline.quality import measure
+    from pipeline.quality.stage import measure
 
     if profile not in QUALITY_PROFILES:
         fail(f"--profile must be one of {', '.join(QUALITY_PROFILES)}, not {profile!r}")

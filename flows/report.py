@@ -19,11 +19,12 @@ import polars as pl
 
 from data_catalog import training_runs
 from data_catalog.catalog import Catalog, VersionRecord
-from pipeline import audit, storage
 from pipeline.config import PolicyConfig
-from pipeline.licenses import license_class
-from pipeline.reader import read_version
-from pipeline.report_html import render
+from pipeline.core import storage
+from pipeline.core.licenses import license_class
+from pipeline.publish.reader import read_version
+from pipeline.report import audit
+from pipeline.report.html import render
 
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
@@ -255,12 +256,12 @@ def _previous(folder: Path) -> dict[str, Any] | None:
 
 
 def _empty_ledger() -> pl.LazyFrame:
-    from pipeline.schema import LEDGER_SCHEMA
+    from pipeline.core.schema import LEDGER_SCHEMA
 
     return pl.LazyFrame(schema=LEDGER_SCHEMA)
 
 
 def _code_version() -> str:
-    from pipeline.code_version import code_version
+    from pipeline.core.code_version import code_version
 
     return code_version()

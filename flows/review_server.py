@@ -33,7 +33,7 @@ from sqlalchemy import func, select
 from data_catalog import review_queue, tables
 from data_catalog.catalog import Catalog
 from pipeline.config import ReviewConfig
-from pipeline.errors import DataError
+from pipeline.core.errors import DataError
 
 TOKEN_ENV = "THRESHER_REVIEW_TOKEN"
 SESSION_COOKIE = "thresher_review_session"

@@ -43,8 +43,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.secrets import LEAD_CHARS, RULES, find_secrets
-from pipeline.text_scan import SpanScanner
+from pipeline.text.secrets import LEAD_CHARS, RULES, find_secrets
+from pipeline.text.text_scan import SpanScanner
 
 BATCH_ROWS = 20_000
 BATCH_BYTES = 16 * 2**20

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli_common import JsonOption, emit, fail, stderr
-from pipeline.errors import ThresherError
+from pipeline.core.errors import ThresherError
 
 
 def train(

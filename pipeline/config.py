@@ -18,10 +18,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pipeline.errors import ConfigError
-from pipeline.gopher import GopherThresholds
-from pipeline.licenses import LICENSE_CLASSES, check_expression
-from pipeline.line_rules import LineRules
+from pipeline.core.errors import ConfigError
+from pipeline.core.licenses import LICENSE_CLASSES, check_expression
+from pipeline.text.gopher import GopherThresholds
+from pipeline.text.line_rules import LineRules
 from training.config import TrainConfig
 
 SLUG = r"^[a-z0-9][a-z0-9_.-]*$"
@@ -859,7 +859,7 @@ def _check_features(cfg: RunConfig, path: Path, lines: dict[tuple, int]) -> None
 
 def _check_urls(cfg: RunConfig, path: Path) -> None:
     """A URL whose filesystem package is missing fails now, not after the run's stages."""
-    from pipeline.storage import check_url
+    from pipeline.core.storage import check_url
 
     urls = [(f"{path}: publish.location ", cfg.publish.location)] + [
         (f"{path}: source {source.name!r} location ", pattern)

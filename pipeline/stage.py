@@ -16,7 +16,7 @@ import polars as pl
 from pipeline.config import RunConfig
 
 if TYPE_CHECKING:
-    from pipeline.eval_index import EvalSet
+    from pipeline.text.eval_index import EvalSet
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ import polars as pl
 import yaml
 
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
-from pipeline.ingest import ingest
-from pipeline.publish import StagedVersion, publish
-from pipeline.readers import read_file
-from pipeline.schema import RECORD_SCHEMA
-from pipeline.split import split
+from pipeline.core.schema import RECORD_SCHEMA
+from pipeline.ingest.readers import read_file
+from pipeline.ingest.stage import ingest
+from pipeline.publish.stage import StagedVersion, publish
+from pipeline.split.stage import split
 from pipeline.stage import RunContext
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -143,7 +143,7 @@ def queue_for_review(root: Path, rows: dict[str, list[dict]]):
     `root/work`, as a nightly run would; returns the catalog and how many items were queued."""
     from data_catalog import review_queue
     from data_catalog.catalog import Catalog
-    from pipeline.govern import govern
+    from pipeline.govern.stage import govern
 
     fields = {"id": "id", "group": "user", "license": "license", "metadata": ["note"]}
     declared = []

@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from pipeline.errors import ThresherError
+from pipeline.core.errors import ThresherError
 from training.run import train
 
 

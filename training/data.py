@@ -23,9 +23,9 @@ import numpy as np
 import polars as pl
 
 from data_catalog import open_version
-from pipeline import storage
-from pipeline.errors import DataError
-from pipeline.reader import PublishedVersion
+from pipeline.core import storage
+from pipeline.core.errors import DataError
+from pipeline.publish.reader import PublishedVersion
 from training.config import TrainConfig
 
 

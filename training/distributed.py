@@ -55,7 +55,7 @@ def start(device: str) -> World:
     """Join the process group when launched by torchrun; pick this rank's device."""
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if use_cuda and not torch.cuda.is_available():
-        from pipeline.errors import ConfigError
+        from pipeline.core.errors import ConfigError
 
         raise ConfigError("train.device is cuda but no GPU is visible; use auto or cpu")
     size = int(os.environ.get("WORLD_SIZE", "1"))

@@ -25,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim import AdamW
 from torch.optim.lr_scheduler import LambdaLR
 
-from pipeline.errors import ThresherError
+from pipeline.core.errors import ThresherError
 from training import checkpoint
 from training.config import TrainConfig
 from training.data import SplitStream, TrainingData, batches, rank_share

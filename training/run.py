@@ -23,7 +23,7 @@ import torch
 from data_catalog import training_runs
 from data_catalog.catalog import Catalog
 from pipeline.config import load_run_config
-from pipeline.errors import DataError
+from pipeline.core.errors import DataError
 from training import checkpoint, distributed, manifest, plots
 from training.config import TrainConfig
 from training.data import TrainingData, check_features, open_training_version

@@ -16,7 +16,7 @@ from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from pipeline.embeddings import model_path
+from pipeline.text.embeddings import model_path
 from training.config import TokenizerConfig
 
 MINILM_TOKENIZER_FILES = (

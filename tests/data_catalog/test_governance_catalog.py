@@ -12,9 +12,9 @@ from helpers import stage_version
 
 from data_catalog import deletions, review_queue
 from data_catalog.catalog import Catalog, open_version
-from pipeline.errors import DataError
-from pipeline.reader import read_version
-from pipeline.schema import REVIEW_ITEM_SCHEMA
+from pipeline.core.errors import DataError
+from pipeline.core.schema import REVIEW_ITEM_SCHEMA
+from pipeline.publish.reader import read_version
 
 
 def review_items(n: int, reason: str = "secret_detected") -> pl.DataFrame:

@@ -30,10 +30,10 @@ from data_catalog.catalog import (
     advisory_key,
     open_version,
 )
-from pipeline.errors import ConfigError, DataError
-from pipeline.publish import StagedVersion
-from pipeline.reader import read_version
-from pipeline.schema import REVIEW_ITEM_SCHEMA
+from pipeline.core.errors import ConfigError, DataError
+from pipeline.core.schema import REVIEW_ITEM_SCHEMA
+from pipeline.publish.reader import read_version
+from pipeline.publish.stage import StagedVersion
 
 
 def review_rows(start: int, stop: int) -> list[dict]:
@@ -315,7 +315,7 @@ def together(step):
 from data_catalog import deletions, review_queue
 from data_catalog.catalog import Catalog
 from pipeline.config import SourceDeclaration
-from pipeline.publish import StagedVersion
+from pipeline.publish.stage import StagedVersion
 
 op = task["op"]
 if op == "open":
@@ -337,7 +337,7 @@ else:
             result.append(type(outcome).__name__)
     elif op == "enqueue":
         import polars as pl
-        from pipeline.schema import REVIEW_ITEM_SCHEMA
+        from pipeline.core.schema import REVIEW_ITEM_SCHEMA
         frame = pl.DataFrame(task["rows"], schema=REVIEW_ITEM_SCHEMA)
         result = {"new": review_queue.enqueue(catalog, frame, "ds", task["me"])}
     elif op == "forget":

@@ -14,12 +14,12 @@ from sqlalchemy import inspect, text
 
 from data_catalog import review_queue
 from data_catalog.catalog import MIGRATIONS, Catalog
-from pipeline import reasons
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
-from pipeline.errors import DataError
-from pipeline.exact_dedup import exact_dedup
-from pipeline.ingest import ingest
-from pipeline.schema import REVIEW_ITEM_SCHEMA
+from pipeline.core import reasons
+from pipeline.core.errors import DataError
+from pipeline.core.schema import REVIEW_ITEM_SCHEMA
+from pipeline.dedup.exact import exact_dedup
+from pipeline.ingest.stage import ingest
 from pipeline.stage import RunContext
 
 

@@ -8,8 +8,8 @@ from helpers import stage_version as stage
 
 from data_catalog import splits
 from data_catalog.catalog import Catalog
-from pipeline import reasons
-from pipeline.errors import DataError
+from pipeline.core import reasons
+from pipeline.core.errors import DataError
 
 
 def committed(root, sms_spam, stop, run_id, parent=None):

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from data_catalog import deletions, training_runs
 from data_catalog.catalog import Catalog
 from flows.cli import app
-from pipeline.errors import DataError
-from pipeline.reader import read_version
+from pipeline.core.errors import DataError
+from pipeline.publish.reader import read_version
 
 runner = CliRunner()
 

@@ -23,9 +23,9 @@ from expectations.checks import (
 )
 from expectations.gates import GateFailed, GateProject, suites_of
 from pipeline.config import GatesConfig, RunConfig, SourceDeclaration, SplitConfig, config_hash
-from pipeline.govern import govern
-from pipeline.ingest import ingest
-from pipeline.publish import MANIFEST
+from pipeline.govern.stage import govern
+from pipeline.ingest.stage import ingest
+from pipeline.publish.stage import MANIFEST
 from pipeline.stage import RunContext
 
 STARTED = datetime(2026, 11, 30, tzinfo=UTC)

@@ -19,7 +19,7 @@ from data_catalog.catalog import Catalog
 from flows import alerts
 from flows.alerts import ALERT_WEBHOOK_ENV, on_failure, report_failure
 from flows.cli import app
-from pipeline.errors import DataError
+from pipeline.core.errors import DataError
 
 AWS_KEY = "AKIA" + "Z7XQ4MBN2VRC6TLE"  # built here so no scanner flags this file
 

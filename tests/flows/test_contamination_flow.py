@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from data_catalog.catalog import open_version
 from flows.cli import app
-from pipeline.identity import record_id_of
+from pipeline.core.identity import record_id_of
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
 
 from data_catalog.catalog import Catalog, open_version
-from pipeline import ledger
+from pipeline.core import ledger
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -21,9 +21,9 @@ from data_catalog.catalog import Catalog
 from data_catalog.dataset_cards import write_cards
 from flows.card_cli import card
 from flows.cli import app
-from pipeline import reasons
 from pipeline.config import SPLITS
-from pipeline.secrets import SECRET_TYPES
+from pipeline.core import reasons
+from pipeline.text.secrets import SECRET_TYPES
 
 runner = CliRunner()
 PLANTED_EMAIL = "jane.doe.cards@example.org"

@@ -19,8 +19,8 @@ from credential_factory import secret_sample
 from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
 
 from data_catalog.catalog import Catalog, open_version
-from pipeline.errors import DataError
-from pipeline.secrets import SECRET_TYPES
+from pipeline.core.errors import DataError
+from pipeline.text.secrets import SECRET_TYPES
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -14,7 +14,7 @@ import yaml
 from helpers import run_json, sms_rows, thresher, write_jsonl
 
 from data_catalog.catalog import Catalog
-from pipeline import ledger
+from pipeline.core import ledger
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -24,7 +24,7 @@ from data_catalog.catalog import Catalog
 from flows.cli import app as cli_app
 from flows.review_server import SESSION_COOKIE, create_app
 from pipeline.config import ReviewConfig
-from pipeline.schema import REVIEW_ITEM_SCHEMA
+from pipeline.core.schema import REVIEW_ITEM_SCHEMA
 
 
 def queued_catalog(root: Path) -> tuple[Catalog, dict[str, str]]:

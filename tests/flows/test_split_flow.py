@@ -118,7 +118,7 @@ def test_a_locked_record_may_leave_only_by_a_deletion_request(tmp_path, sms_spam
 
 
 def _record_id(row: dict) -> str:
-    from pipeline.identity import record_id_of
+    from pipeline.core.identity import record_id_of
 
     return record_id_of("sms", row["id"])
 

@@ -9,8 +9,8 @@ import random
 import polars as pl
 from credential_factory import secret_sample
 
-from pipeline import audit
-from pipeline.schema import LEDGER_SCHEMA
+from pipeline.core.schema import LEDGER_SCHEMA
+from pipeline.report import audit
 
 
 def ledger(*rows: tuple) -> pl.LazyFrame:

@@ -17,9 +17,8 @@ import polars as pl
 import pytest
 from helpers import SMS_SOURCE, as_records
 
-from pipeline import ledger, reasons
-from pipeline.augment import augment, judge, label_centroids, vocabularies
-from pipeline.augment_transforms import (
+from pipeline.augment.augment import augment, judge, label_centroids, vocabularies
+from pipeline.augment.transforms import (
     TRANSFORMS,
     case,
     char_noise,
@@ -31,8 +30,9 @@ from pipeline.augment_transforms import (
 )
 from pipeline.config import AUGMENT_TRANSFORMS, AugmentConfig, RunConfig, SourceDeclaration
 from pipeline.config import config_hash as hash_of_config
-from pipeline.identity import KEY_SEPARATOR, xxh3_128_hex
-from pipeline.schema import REVIEW_ITEM_SCHEMA
+from pipeline.core import ledger, reasons
+from pipeline.core.identity import KEY_SEPARATOR, xxh3_128_hex
+from pipeline.core.schema import REVIEW_ITEM_SCHEMA
 from pipeline.stage import RunContext
 
 CFG = AugmentConfig(seed=13, fraction=1.0, variants=1)

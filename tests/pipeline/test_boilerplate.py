@@ -19,12 +19,12 @@ import pytest
 import xxhash
 from helpers import FIXTURES, as_records
 
-from pipeline import reasons
-from pipeline.boilerplate import STAGE, boilerplate
 from pipeline.config import BoilerplateConfig, DedupConfig
-from pipeline.identity import record_id_of, xxh3_128_hex
-from pipeline.normalize import normalize_text
-from pipeline.schema import LEDGER_SCHEMA
+from pipeline.core import reasons
+from pipeline.core.identity import record_id_of, xxh3_128_hex
+from pipeline.core.normalize import normalize_text
+from pipeline.core.schema import LEDGER_SCHEMA
+from pipeline.dedup.boilerplate import STAGE, boilerplate
 
 COPYRIGHTS = FIXTURES / "debian-copyright"
 SOURCE = "debian-copyright"

@@ -7,7 +7,7 @@ import yaml
 from helpers import SMS_SOURCE
 
 from pipeline.config import config_hash, load_run_config
-from pipeline.errors import ConfigError
+from pipeline.core.errors import ConfigError
 
 
 def write(path, data) -> str:

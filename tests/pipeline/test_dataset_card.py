@@ -8,7 +8,7 @@ import copy
 import mlcroissant
 
 from pipeline.config import PolicyConfig
-from pipeline.dataset_card import CROISSANT_CONTEXT, croissant, datasheet
+from pipeline.report.dataset_card import CROISSANT_CONTEXT, croissant, datasheet
 
 HASH = "4f" * 32
 

@@ -14,10 +14,10 @@ from helpers import as_records
 from near_copies import near_copy_rows
 
 from pipeline.config import DedupConfig, RunConfig, config_hash
-from pipeline.exact_dedup import exact_dedup
-from pipeline.identity import xxh3_128_hex
-from pipeline.near_dedup import near_dedup
-from pipeline.semantic_dedup import semantic_dedup
+from pipeline.core.identity import xxh3_128_hex
+from pipeline.dedup.exact import exact_dedup
+from pipeline.dedup.near import near_dedup
+from pipeline.dedup.semantic import semantic_dedup
 from pipeline.stage import RunContext
 
 ORDERS = [11, 12, 13]

@@ -8,10 +8,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline import embeddings
-from pipeline.embeddings import DIMENSIONS, embed, model_digest
-from pipeline.errors import DataError
-from pipeline.identity import xxh3_128_hex
+from pipeline.core.errors import DataError
+from pipeline.core.identity import xxh3_128_hex
+from pipeline.text import embeddings
+from pipeline.text.embeddings import DIMENSIONS, embed, model_digest
 
 
 def sms_texts(sms_spam, start, stop) -> pl.Series:

@@ -16,10 +16,14 @@ import polars as pl
 import pytest
 from helpers import CHANGELOGS, jaccard, reference_shingles
 
-from pipeline import eval_index, minhash, word_ngrams
 from pipeline.config import ContaminationMethods, NgramCheck, SourceDeclaration
-from pipeline.errors import DataError
-from pipeline.eval_index import (
+from pipeline.core.errors import DataError
+from pipeline.core.identity import xxh3_128_hex
+from pipeline.core.normalize import normalize_text
+from pipeline.ingest.readers import read_file
+from pipeline.ingest.stage import to_records
+from pipeline.text import eval_index, minhash, word_ngrams
+from pipeline.text.eval_index import (
     MATCH_SCHEMA,
     ContaminationIndex,
     eval_items,
@@ -27,10 +31,6 @@ from pipeline.eval_index import (
     strongest,
     write_eval_set,
 )
-from pipeline.identity import xxh3_128_hex
-from pipeline.ingest import to_records
-from pipeline.normalize import normalize_text
-from pipeline.readers import read_file
 
 NO_EMBEDDING = ContaminationMethods()  # exact, ngram and MinHash: the defaults
 # A paraphrase of HumanEval/0 (other names, other docstring): only embeddings see it.
@@ -356,7 +356,7 @@ def test_an_evaluation_set_round_trips_and_its_files_are_reused(embedded, plante
     files = write_eval_set(humaneval, tmp_path / "a", methods, cache)
     again = write_eval_set(humaneval, tmp_path / "b", methods, cache)
 
-    from pipeline.embeddings import model_digest
+    from pipeline.text.embeddings import model_digest
 
     assert sorted(files) == sorted(
         [

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import polars as pl
 from helpers import SMS_SOURCE, as_records, sms_rows, write_jsonl
 
-from pipeline import reasons
 from pipeline.config import DedupConfig, RunConfig, SourceDeclaration, config_hash
-from pipeline.exact_dedup import exact_dedup
-from pipeline.ingest import ingest
+from pipeline.core import reasons
+from pipeline.dedup.exact import exact_dedup
+from pipeline.ingest.stage import ingest
 from pipeline.stage import RunContext
 
 

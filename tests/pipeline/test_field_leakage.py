@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from pipeline.config import FieldLeakageConfig, RunConfig, SourceDeclaration, config_hash
-from pipeline.errors import ConfigError
-from pipeline.field_leakage import field_lists, single_feature_check
-from pipeline.ingest import ingest
+from pipeline.core.errors import ConfigError
+from pipeline.ingest.stage import ingest
+from pipeline.split.field_leakage import field_lists, single_feature_check
 from pipeline.stage import RunContext
 from tests.helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
 

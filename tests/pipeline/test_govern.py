@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 from helpers import write_jsonl
 
-from pipeline import ledger
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
-from pipeline.govern import govern
-from pipeline.ingest import ingest
+from pipeline.core import ledger
+from pipeline.govern.stage import govern
+from pipeline.ingest.stage import ingest
 from pipeline.stage import RunContext
 
 ALNUM = string.ascii_letters + string.digits
@@ -409,7 +409,7 @@ def test_types_every_source_keeps_are_not_looked_for(tmp_path):
 
 
 def test_record_id_of_names_a_record_by_its_source_id(tmp_path):
-    from pipeline.identity import record_id_of
+    from pipeline.core.identity import record_id_of
 
     run_govern(tmp_path, {"open": [row(1, "one"), row(2, "two")]})
     ingested = pl.read_parquet(tmp_path / "in" / "*.parquet").sort("location")

@@ -14,13 +14,13 @@ import pytest
 import xxhash
 from helpers import CHANGELOG_SOURCE, CHANGELOGS, SMS_SOURCE, sms_rows, write_jsonl
 
-from pipeline import reasons
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
-from pipeline.errors import DataError
-from pipeline.ingest import ingest
-from pipeline.schema import RECORD_SCHEMA
+from pipeline.core import reasons
+from pipeline.core.errors import DataError
+from pipeline.core.schema import RECORD_SCHEMA
+from pipeline.ingest.stage import ingest
+from pipeline.ingest.timestamps import parse_timestamps
 from pipeline.stage import RunContext
-from pipeline.timestamps import parse_timestamps
 
 SEP = "\x1f"
 

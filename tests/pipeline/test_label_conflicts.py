@@ -12,12 +12,13 @@ import polars as pl
 import pytest
 from helpers import SMS_SOURCE, sms_rows, write_jsonl
 
-from pipeline import label_conflicts, reasons
 from pipeline.config import DedupConfig, RunConfig, SourceDeclaration, config_hash
-from pipeline.exact_dedup import exact_dedup
-from pipeline.identity import record_id_of
-from pipeline.ingest import ingest
-from pipeline.near_dedup import near_dedup
+from pipeline.core import reasons
+from pipeline.core.identity import record_id_of
+from pipeline.dedup import label_conflicts
+from pipeline.dedup.exact import exact_dedup
+from pipeline.dedup.near import near_dedup
+from pipeline.ingest.stage import ingest
 from pipeline.stage import RunContext
 
 FLIPPED = {"spam": "ham", "ham": "spam"}

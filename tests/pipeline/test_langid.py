@@ -12,8 +12,8 @@ import pytest
 from helpers import LOCALE
 
 from pipeline.config import QualityConfig
-from pipeline.langid import identify
-from pipeline.quality import measure
+from pipeline.quality.stage import measure
+from pipeline.text.langid import identify
 
 # per language the first of these catalogs that is installed (machines differ)
 CATALOGS = ("bash", "coreutils", "apt")

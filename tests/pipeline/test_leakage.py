@@ -9,10 +9,10 @@ import pytest
 from helpers import CHANGELOG_SOURCE, SMS_SOURCE, sms_rows, write_jsonl
 
 from pipeline.config import RunConfig, SourceDeclaration, SplitConfig, config_hash
-from pipeline.errors import DataError
-from pipeline.ingest import ingest
-from pipeline.leakage import LeakageError, check_disjoint, leakage_columns
-from pipeline.split import group_key, hashed_split, split
+from pipeline.core.errors import DataError
+from pipeline.ingest.stage import ingest
+from pipeline.split.leakage import LeakageError, check_disjoint, leakage_columns
+from pipeline.split.stage import group_key, hashed_split, split
 from pipeline.stage import RunContext
 
 ALL = ("group", "cluster_id", "content_hash")

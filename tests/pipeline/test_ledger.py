@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline import ledger, reasons
-from pipeline.errors import AccountingError
+from pipeline.core import ledger, reasons
+from pipeline.core.errors import AccountingError
 
 
 def events(*rows):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pipeline.licenses import (
+from pipeline.core.licenses import (
     DEFAULT_TABLE,
     LICENSE_CLASSES,
     check_expression,

@@ -10,8 +10,8 @@ import pytest
 from datasketch.lsh import _optimal_param
 from helpers import jaccard, reference_shingles
 
-from pipeline import minhash
-from pipeline.duplicates import components
+from pipeline.dedup.duplicates import components
+from pipeline.text import minhash
 
 
 @pytest.fixture(scope="module")

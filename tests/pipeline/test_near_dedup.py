@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 from helpers import as_records, changelog_changes, jaccard, reference_shingles
 
-from pipeline import reasons
 from pipeline.config import DedupConfig, RunConfig, config_hash
-from pipeline.near_dedup import near_dedup
+from pipeline.core import reasons
+from pipeline.dedup.near import near_dedup
 from pipeline.stage import RunContext
 
 DEFAULT = DedupConfig()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.normalize import normalize_text
+from pipeline.core.normalize import normalize_text
 
 
 def test_whitespace_rules():

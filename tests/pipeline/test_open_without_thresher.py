@@ -8,9 +8,9 @@ import polars as pl
 from helpers import SMS_SOURCE, sms_rows, write_jsonl
 
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
-from pipeline.ingest import ingest
-from pipeline.publish import publish
-from pipeline.split import split
+from pipeline.ingest.stage import ingest
+from pipeline.publish.stage import publish
+from pipeline.split.stage import split
 from pipeline.stage import RunContext
 
 

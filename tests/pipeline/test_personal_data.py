@@ -7,7 +7,7 @@ import random
 import polars as pl
 import pytest
 
-from pipeline.personal_data import (
+from pipeline.text.personal_data import (
     PERSONAL_DATA_TYPES,
     RULES,
     find_personal_data,

@@ -11,12 +11,12 @@ import pytest
 from helpers import SMS_SOURCE, sms_rows, write_jsonl
 
 from pipeline.config import PublishConfig, RunConfig, SourceDeclaration, config_hash
-from pipeline.errors import DataError
-from pipeline.ingest import ingest
-from pipeline.publish import publish
-from pipeline.reader import read_version, verify_shards
-from pipeline.schema import PUBLISHED_SCHEMA
-from pipeline.split import split
+from pipeline.core.errors import DataError
+from pipeline.core.schema import PUBLISHED_SCHEMA
+from pipeline.ingest.stage import ingest
+from pipeline.publish.reader import read_version, verify_shards
+from pipeline.publish.stage import publish
+from pipeline.split.stage import split
 from pipeline.stage import RunContext
 
 

@@ -14,12 +14,12 @@ import pytest
 from helpers import SMS_SOURCE, as_records, german_message, sms_rows, write_jsonl
 from polars.testing import assert_frame_equal
 
-from pipeline import reasons
 from pipeline.config import QualityConfig, RunConfig, SourceDeclaration, config_hash
-from pipeline.identity import record_id_of, xxh3_128_hex
-from pipeline.ingest import ingest
-from pipeline.normalize import normalize_text
-from pipeline.quality import measure, quality
+from pipeline.core import reasons
+from pipeline.core.identity import record_id_of, xxh3_128_hex
+from pipeline.core.normalize import normalize_text
+from pipeline.ingest.stage import ingest
+from pipeline.quality.stage import measure, quality
 from pipeline.stage import RunContext
 
 GPL = Path("/usr/share/common-licenses/GPL-3")

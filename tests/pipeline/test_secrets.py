@@ -17,8 +17,8 @@ from credential_factory import (
     secret_sample,
 )
 
-from pipeline.secrets import SECRET_TYPES, find_secrets, mask_secrets, shannon_entropy
-from pipeline.text_scan import Rule, SpanScanner
+from pipeline.text.secrets import SECRET_TYPES, find_secrets, mask_secrets, shannon_entropy
+from pipeline.text.text_scan import Rule, SpanScanner
 
 
 def _findings(texts: list[str | None]) -> list[dict]:

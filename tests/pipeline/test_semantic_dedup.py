@@ -14,10 +14,10 @@ import polars as pl
 import pytest
 from helpers import SMS_SOURCE, as_records
 
-from pipeline import reasons
 from pipeline.config import DedupConfig, RunConfig, SourceDeclaration, config_hash
-from pipeline.identity import xxh3_128_hex
-from pipeline.semantic_dedup import semantic_dedup
+from pipeline.core import reasons
+from pipeline.core.identity import xxh3_128_hex
+from pipeline.dedup.semantic import semantic_dedup
 from pipeline.stage import RunContext
 
 WAITING = (1502, 3010)  # "Sir, i am waiting for your call." / "I am waiting for your call sir."
@@ -182,7 +182,7 @@ def test_an_empty_frame_gives_no_events(workdir, sms_spam):
 
 
 def test_semantic_dedup_catches_a_paraphrase_that_minhash_misses(workdir, sms_spam):
-    from pipeline.near_dedup import near_dedup
+    from pipeline.dedup.near import near_dedup
 
     dedup, ctx = context(workdir)  # MinHash at its default threshold, 0.8
     records = sms(sms_spam, [*WAITING, *MEETING])
@@ -217,8 +217,8 @@ def test_a_large_cluster_of_near_identical_vectors_gives_pairs_linear_in_its_siz
     import numpy as np
 
     from pipeline.config import SemanticConfig
-    from pipeline.duplicates import components
-    from pipeline.semantic_dedup import NEIGHBOURS, similar_pairs
+    from pipeline.dedup.duplicates import components
+    from pipeline.dedup.semantic import NEIGHBOURS, similar_pairs
 
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=384) + 0.01 * rng.normal(size=(3000, 384))

@@ -10,12 +10,12 @@ import polars as pl
 import pytest
 from helpers import CHANGELOG_SOURCE, SMS_SOURCE, as_records, sms_rows, write_jsonl
 
-from pipeline import reasons
 from pipeline.config import RunConfig, SourceDeclaration, SplitConfig, config_hash
-from pipeline.errors import DataError
-from pipeline.ingest import ingest
-from pipeline.leakage import check_disjoint, leakage_columns
-from pipeline.split import split
+from pipeline.core import reasons
+from pipeline.core.errors import DataError
+from pipeline.ingest.stage import ingest
+from pipeline.split.leakage import check_disjoint, leakage_columns
+from pipeline.split.stage import split
 from pipeline.stage import RunContext
 
 VALIDATION, TEST = datetime(2015, 1, 1, tzinfo=UTC), datetime(2020, 1, 1, tzinfo=UTC)

@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 import xxhash
 
-from pipeline import reasons
+from pipeline.augment.synthetic import synthetic
 from pipeline.config import RunConfig, SyntheticPolicy, config_hash
-from pipeline.leakage import check_disjoint
+from pipeline.core import reasons
+from pipeline.split.leakage import check_disjoint
 from pipeline.stage import RunContext
-from pipeline.synthetic import synthetic
 from tests.helpers import as_records
 
 

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import training.data
-from pipeline import storage
-from pipeline.errors import DataError
-from pipeline.reader import PublishedVersion
+from pipeline.core import storage
+from pipeline.core.errors import DataError
+from pipeline.publish.reader import PublishedVersion
 from training.config import TrainConfig
 from training.data import SplitStream, TrainingData, batches, rank_share
 from training.run import train

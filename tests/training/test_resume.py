@@ -16,7 +16,7 @@ from trainkit import run_manifest, same_weights, tiny, weights
 
 import training
 from data_catalog import training_runs
-from pipeline.errors import DataError
+from pipeline.core.errors import DataError
 from training.loop import Trainer, TrainingError
 from training.run import train
 

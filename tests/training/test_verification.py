@@ -7,8 +7,8 @@ import json
 import pytest
 
 from data_catalog import training_runs
-from pipeline.errors import DataError
-from pipeline.publish import file_sha256
+from pipeline.core.errors import DataError
+from pipeline.publish.stage import file_sha256
 from training.run import train
 
 

@@ -1,0 +1,273 @@
+"""Contamination: training (and validation) records that repeat this run's test split or a
+protected evaluation set are dropped or quarantined with reason `contaminated_eval`.
+
+Four methods (pipeline/eval_index.py), each with its own action: exact content hash, shared
+normalized word n-grams, MinHash similarity and embedding cosine. A record matched by a
+method whose action is `drop` is dropped; one matched only by quarantining methods waits
+for a reviewer. Its evidence names the strongest match of a deciding method: the evaluation
+set ("test" for this run's test split), the item, the method, the score and the matched
+words. A reviewer's approval lets the record pass on later runs while its content and its
+matches stay the same; a rejection drops it. Records of the test split are never checked: they are what is protected.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.config import ContaminationConfig
+from pipeline.core import ledger, reasons
+from pipeline.core.identity import xxh3_128_hex
+from pipeline.core.schema import review_decisions
+from pipeline.govern.stage import masked_for_review, review_items_of, with_review_hash
+from pipeline.stage import RunContext, StageResult
+from pipeline.text.eval_index import METHODS, ContaminationIndex, strongest
+
+STAGE = "contamination"
+TEST_SPLIT = "test"  # the evaluation-set name the run's own test split gets in evidence
+EXAMPLES = 20  # record ids listed per evaluation set in the stats
+ITEM_TEXT_SHOWN = 2000  # characters of the matched evaluation text a reviewer sees
+_SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
+
+
+def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext) -> StageResult:
+    started = time.perf_counter()
+    # in record_id order: test items, ties between items and examples follow record ids
+    records = (
+        frame.select(
+            "record_id", "source", "split", "text", "content_hash", "source_content_hash",
+            *_SHOWN[1:],
+        )
+        .collect()
+        .sort("record_id")
+    )  # fmt: skip
+    checked = records.filter(pl.col("split").is_in(cfg.check))
+    matches, per_set = _all_matches(records, checked, cfg, ctx)
+    flagged = _decide(matches, checked, cfg)
+    flagged, approvals, rejections = _reviewed(flagged, checked, ctx.review_decisions)
+    removed = pl.concat([flagged.select("record_id"), rejections.select("record_id")])
+    kept = frame.join(removed.lazy(), on="record_id", how="anti", maintain_order="left")
+    events = pl.concat(
+        [
+            ledger.empty(),
+            *_flag_events(flagged),
+            _approval_events(approvals),
+            _rejection_events(rejections),
+        ]
+    )
+    quarantined = flagged.filter(pl.col("action") == "quarantine")
+    stats = {
+        "checked": checked.height,
+        "eval_sets": per_set,
+        "dropped": flagged.filter(pl.col("action") == "drop").height,
+        "quarantined": quarantined.height,
+        "approved": approvals.height,
+        "rejected": rejections.height,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    return StageResult(
+        frame=kept, events=events, stats=stats, review_items=_review_items(quarantined)
+    )
+
+
+def _all_matches(
+    records: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConfig, ctx: RunContext
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Every match of a checked record, per evaluation set: (row, eval_set, item_id, method,
+    score, span); and the per-set figures for the run report."""
+    embedding_cache = Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
+    targets: list[tuple[str, ContaminationIndex, int]] = []
+    if cfg.against_test:
+        test = records.filter(pl.col("split") == "test")
+        # test records are items as they stand: their text and content hash are final
+        items = test.select(pl.col("record_id").alias("item_id"), "text", "content_hash")
+        targets.append(
+            (
+                TEST_SPLIT,
+                ContaminationIndex.build(items, cfg.methods, None, embedding_cache),
+                len(items),
+            )
+        )
+    for eval_set in ctx.eval_sets:
+        index = ContaminationIndex.build(
+            eval_set.items, cfg.methods, eval_set.folder, embedding_cache
+        )
+        targets.append((eval_set.name, index, eval_set.items.height))
+    found, per_set = [], {}
+    probe = checked.select("text", "content_hash")
+    for name, index, size in targets:
+        matches = index.matches(probe, embedding_cache) if checked.height and size else None
+        if matches is None or matches.height == 0:
+            per_set[name] = _set_figures(size, None, checked)
+            continue
+        item_texts = index.items.select("item_id", pl.col("text").alias("item_text"))
+        matches = matches.with_columns(pl.lit(name).alias("eval_set")).join(
+            item_texts, on="item_id", how="left", maintain_order="left"
+        )
+        per_set[name] = _set_figures(size, matches, checked)
+        found.append(matches)
+    empty = pl.DataFrame(
+        schema={
+            "row": pl.UInt32,
+            "item_id": pl.String,
+            "method": pl.String,
+            "score": pl.Float64,
+            "span": pl.String,
+            "eval_set": pl.String,
+            "item_text": pl.String,
+        }
+    )
+    return pl.concat([empty, *found], how="diagonal_relaxed"), per_set
+
+
+def _set_figures(size: int, matches: pl.DataFrame | None, checked: pl.DataFrame) -> dict:
+    if matches is None:
+        return {
+            "items": size,
+            "contaminated_items": 0,
+            "records": 0,
+            "by_method": {},
+            "examples": [],
+        }
+    by_method = {
+        method: {
+            "records": group["row"].n_unique(),
+            "items": group["item_id"].n_unique(),
+        }
+        for (method,), group in matches.group_by("method", maintain_order=True)
+    }
+    rows = matches["row"].unique().sort()
+    return {
+        "items": size,
+        "contaminated_items": matches["item_id"].n_unique(),
+        "records": rows.len(),
+        "by_method": {m: by_method[m] for m in METHODS if m in by_method},
+        "examples": checked["record_id"].gather(rows.head(EXAMPLES)).to_list(),
+    }
+
+
+def _decide(matches: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConfig) -> pl.DataFrame:
+    """One row per flagged record: its action (drop wins over quarantine) and, as evidence,
+    the strongest match among those of a method with that action."""
+    actions = {
+        method: (setting if isinstance(setting, str) else setting.action)
+        for method, setting in cfg.methods
+        if setting is not None
+    }
+    matches = matches.with_columns(
+        pl.col("method").replace_strict(actions, default=None).alias("action")
+    )
+    decided = matches.group_by("row").agg(
+        pl.when((pl.col("action") == "drop").any())
+        .then(pl.lit("drop"))
+        .otherwise(pl.lit("quarantine"))
+        .first()
+        .alias("action"),
+        pl.col("method").unique().sort().alias("methods"),
+        # every match, for the review hash: an approval holds for exactly these
+        pl.concat_str("eval_set", "item_id", "method", separator=":")
+        .unique()
+        .sort()
+        .str.join("\x1e")
+        .alias("matched"),
+    )
+    deciding = matches.join(decided.select("row", "action"), on=["row", "action"], how="semi")
+    best = strongest(deciding.drop("action")).select(
+        "row", "eval_set", "item_id", "method", "score", "span", "item_text"
+    )
+    numbered = checked.with_row_index("row").with_columns(pl.col("row").cast(pl.UInt32))
+    return decided.join(best, on="row").join(numbered, on="row").sort("row")
+
+
+def _reviewed(
+    flagged: pl.DataFrame, checked: pl.DataFrame, decisions: pl.DataFrame | None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Split quarantine flags into those still flagged, those a reviewer approved for this
+    content and these matches, and those a reviewer rejected. The review hash covers every
+    match (evaluation set, item, method): an approval does not carry over to a new match."""
+    match = pl.concat_str("review_hash", "matched", separator="\x1f")
+    flagged = with_review_hash(flagged)
+    flagged = flagged.with_columns(
+        xxh3_128_hex(flagged.select(match).to_series()).alias("review_hash")
+    )
+    decisions = (
+        review_decisions(decisions)
+        .filter(pl.col("reason") == reasons.CONTAMINATED_EVAL)
+        .rename({"item_id": "review_item"})
+        .drop("label")
+    )
+    key = ["record_id", "source_content_hash", "review_hash"]
+    quarantine = flagged.filter(pl.col("action") == "quarantine")
+    approved = quarantine.join(decisions.filter(pl.col("status") == "approved"), on=key)
+    rejected = quarantine.join(decisions.filter(pl.col("status") == "rejected"), on=key)
+    decided = pl.concat([approved.select("record_id"), rejected.select("record_id")])
+    return flagged.join(decided, on="record_id", how="anti"), approved, rejected
+
+
+def _evidence_fields() -> list[pl.Expr]:
+    return [
+        pl.col("eval_set"),
+        pl.col("item_id").alias("item"),
+        pl.col("method"),
+        pl.col("score").round(4),
+        pl.col("span"),
+        pl.col("methods"),
+    ]
+
+
+def _evidence() -> pl.Expr:
+    return pl.struct(*_evidence_fields())
+
+
+def _flag_events(flagged: pl.DataFrame) -> list[pl.DataFrame]:
+    return [
+        ledger.events(
+            flagged.filter(pl.col("action") == action),
+            stage=STAGE,
+            action=ledger_action,
+            reason=reasons.CONTAMINATED_EVAL,
+            evidence=_evidence(),
+        )
+        for action, ledger_action in (
+            ("drop", reasons.DROPPED),
+            ("quarantine", reasons.QUARANTINED),
+        )
+    ]
+
+
+def _approval_events(approved: pl.DataFrame) -> pl.DataFrame:
+    return ledger.events(
+        approved,
+        stage=STAGE,
+        action=reasons.APPROVED,
+        reason=reasons.REVIEW_APPROVED,
+        evidence=pl.struct(
+            pl.col("review_item").alias("item"),
+            "reviewer",
+            pl.lit(reasons.CONTAMINATED_EVAL).alias("flag"),
+        ),
+    )
+
+
+def _rejection_events(rejected: pl.DataFrame) -> pl.DataFrame:
+    return ledger.events(
+        rejected,
+        stage=STAGE,
+        action=reasons.DROPPED,
+        reason=reasons.REVIEW_REJECTED,
+        evidence=pl.struct(pl.col("review_item").alias("item"), "reviewer"),
+    )
+
+
+def _review_items(quarantined: pl.DataFrame) -> pl.DataFrame:
+    """Items with the matched evaluation text beside the record. Secrets are masked as
+    everywhere a reviewer looks: a record a reviewer let through as a secret false positive
+    still holds what the scanner flagged, and evaluation sets are not scanned on the way in."""
+    item_text = masked_for_review(quarantined["item_text"].str.slice(0, ITEM_TEXT_SHOWN))
+    shown = quarantined.with_columns(item_text).with_columns(
+        pl.struct(*_evidence_fields(), pl.col("item_text")).struct.json_encode().alias("evidence")
+    )
+    return review_items_of(shown, reasons.CONTAMINATED_EVAL)

@@ -1,0 +1,122 @@
+"""The ledger: an append-only event log of what happened to every record in a run.
+
+Each stage returns its events; the run writes them as Parquet parts under the run folder and
+joins them into `ledger.parquet` at the end. Every record ends with exactly one terminal
+event (published, dropped or quarantined), which `check_accounting` enforces.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.core import reasons
+from pipeline.core.errors import AccountingError
+from pipeline.core.schema import LEDGER_SCHEMA
+
+
+def events(
+    frame: pl.DataFrame | pl.LazyFrame,
+    *,
+    stage: str,
+    action: str,
+    reason: str | pl.Expr | None,
+    evidence: pl.Expr | None = None,
+) -> pl.DataFrame:
+    """Build ledger events for every row of `frame` (which has record_id and source).
+
+    `evidence` is an expression over the frame giving a struct or JSON string per row.
+    """
+    if evidence is None:
+        evidence_expr = pl.lit(None, dtype=pl.String)
+    else:
+        evidence_expr = evidence.struct.json_encode() if _is_struct(frame, evidence) else evidence
+    reason_expr = reason if isinstance(reason, pl.Expr) else pl.lit(reason, dtype=pl.String)
+    built = frame.lazy().select(
+        pl.col("record_id"),
+        pl.col("source"),
+        pl.lit(stage).alias("stage"),
+        pl.lit(action).alias("action"),
+        reason_expr.cast(pl.String).alias("reason"),
+        evidence_expr.cast(pl.String).alias("evidence"),
+        pl.lit(action in reasons.TERMINAL_ACTIONS).alias("terminal"),
+    )
+    return built.collect()
+
+
+def _is_struct(frame: pl.DataFrame | pl.LazyFrame, expr: pl.Expr) -> bool:
+    return frame.lazy().select(expr).collect_schema().dtypes()[0] == pl.Struct
+
+
+def empty() -> pl.DataFrame:
+    return pl.DataFrame(schema=LEDGER_SCHEMA)
+
+
+def write_part(events_frame: pl.DataFrame, ledger_dir: Path, part: str) -> Path:
+    """Write a stage's events in record_id order (a record's own events keep the order the
+    stage gave them), so that the ledger never depends on the order rows arrived in."""
+    ledger_dir.mkdir(parents=True, exist_ok=True)
+    path = ledger_dir / f"{part}.parquet"
+    ordered = events_frame.sort("record_id", maintain_order=True)
+    ordered.select(LEDGER_SCHEMA.names()).cast(LEDGER_SCHEMA).write_parquet(path)
+    return path
+
+
+def consolidate(ledger_dir: Path, target: Path) -> Path:
+    """Join the parts of a run into one ledger file, in stage order, and remove the parts."""
+    parts = sorted(ledger_dir.glob("*.parquet"))
+    frame = pl.concat([pl.scan_parquet(part) for part in parts]) if parts else empty().lazy()
+    frame.sink_parquet(target, compression="zstd")
+    for part in parts:
+        part.unlink()
+    ledger_dir.rmdir()
+    return target
+
+
+def counts_by_reason(ledger: pl.LazyFrame, terminal: bool) -> dict[str, dict[str, int]]:
+    """{action: {reason: events}} for the terminal events, or for the edits and moves."""
+    counted = (
+        ledger.filter(pl.col("terminal") == terminal)
+        .group_by("action", "reason")
+        .agg(pl.len().alias("events"))
+        .sort("action", "events", "reason", descending=[False, True, False])
+        .collect()
+    )
+    by_action: dict[str, dict[str, int]] = {}
+    for action, reason, events in counted.iter_rows():
+        by_action.setdefault(action, {})[reason or action] = events
+    return by_action
+
+
+def check_accounting(ledger: pl.LazyFrame, records_in: int, generated: int = 0) -> dict[str, int]:
+    """Fail loudly unless in + generated = published + dropped + quarantined, once per record."""
+    terminal = ledger.filter(pl.col("terminal"))
+    summary = terminal.select(
+        pl.len().alias("events"),
+        pl.col("record_id").n_unique().alias("records"),
+        *[(pl.col("action") == action).sum().alias(action) for action in reasons.TERMINAL_ACTIONS],
+    ).collect()
+    totals = summary.row(0, named=True)
+    expected = records_in + generated
+    if totals["events"] != totals["records"]:
+        repeated = (
+            terminal.group_by("record_id")
+            .agg(pl.len().alias("n"))
+            .filter(pl.col("n") > 1)
+            .head(5)
+            .collect()["record_id"]
+            .to_list()
+        )
+        raise AccountingError(
+            f"{totals['events'] - totals['records']} record(s) have more than one terminal event "
+            f"(e.g. {', '.join(repeated)}): a stage emitted a terminal event for a record it kept"
+        )
+    if totals["records"] != expected:
+        raise AccountingError(
+            f"accounting does not balance: {records_in} records in + {generated} generated = "
+            f"{expected}, but {totals['published']} published + {totals['dropped']} dropped + "
+            f"{totals['quarantined']} quarantined = {totals['records']}; a stage lost or "
+            "invented records — look at the last stage that ran"
+        )
+    return {action: totals[action] for action in reasons.TERMINAL_ACTIONS}

@@ -1,0 +1,252 @@
+"""What every dedup method shares: clusters from duplicate pairs (union-find), the keep rule,
+ledger events that point each dropped record at the record it duplicates, and cluster ids.
+
+A method (exact, MinHash, semantic) finds pairs of rows of a `members` frame (one row per
+record it looked at, with the columns the keep rule needs) and hands them to `resolve`:
+
+- duplicate pairs are joined into clusters; in each cluster one record is kept, chosen by
+  the keep rule: a record published in the parent version first (published records are never
+  dropped by dedup, so adding data cannot remove them), then `dedup.keep` in order, with
+  `lowest_record_id` always last. Every other member is dropped, pointing at the kept one.
+- related pairs (similar, below the drop threshold) between kept records of different groups
+  only link records: with the duplicate pairs they make the components whose smallest
+  `cluster_id` every member takes, so the split stage can keep related records together.
+
+Exact and MinHash dedup pass `labels` (dedup.label_conflicts) to `apply`: a cluster whose
+members carry different labels is settled by pipeline/label_conflicts.py before the drops.
+
+Chains are followed: when A~B and B~C, C may be dropped for A although A and C are less
+similar; the evidence records the similarity of the dropped record to the kept one itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from pipeline.core import ledger, reasons
+from pipeline.core.licenses import RANK, license_class
+from pipeline.dedup import label_conflicts
+from pipeline.stage import RunContext, StageResult
+
+KEEP_KEYS = {  # rule -> (column, descending)
+    "earliest_timestamp": ("timestamp", False),
+    "most_permissive_license": ("_license_rank", False),
+    "longest_text": ("_text_length", True),
+    "lowest_record_id": ("record_id", False),
+}
+_EMPTY_PAIRS = {"left": pl.UInt32, "right": pl.UInt32, "similarity": pl.Float64}
+
+
+def with_cluster_ids(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """A record that no dedup stage has clustered yet is its own cluster."""
+    if "cluster_id" in frame.collect_schema().names():
+        return frame
+    return frame.with_columns(pl.col("record_id").alias("cluster_id"))
+
+
+def members_frame(
+    frame: pl.LazyFrame, rules: list[str], ctx: RunContext, extra: tuple[str, ...] = ()
+) -> pl.DataFrame:
+    """The columns the keep rule, the cluster ids and label conflicts need (and `extra`), one
+    row per record,
+    plus `_i` and `_published` (whether the parent version holds it). Rows are sorted by
+    record_id and `_i` numbers them in that order, so that every decision a method makes from
+    `_i` is the same whatever order the records arrive in."""
+    members = with_cluster_ids(frame).select(
+        *extra,
+        "record_id",
+        "source",
+        "group",
+        "timestamp",
+        "license",
+        "label",
+        "cluster_id",
+        pl.col("text").str.len_chars().alias("_text_length"),
+    )
+    if ctx.parent_splits is not None:
+        published = ctx.parent_splits.select("record_id", pl.lit(True).alias("_published"))
+        members = members.join(published, on="record_id", how="left", maintain_order="left")
+        members = members.with_columns(pl.col("_published").fill_null(False))
+    else:
+        members = members.with_columns(pl.lit(False).alias("_published"))
+    members = members.collect()
+    if "most_permissive_license" in rules:
+        members = members.join(
+            _license_ranks(members, ctx),
+            on=["source", "license"],
+            how="left",
+            nulls_equal=True,
+            maintain_order="left",
+        )
+    return members.sort("record_id").with_row_index("_i")
+
+
+def _license_ranks(members: pl.DataFrame, ctx: RunContext) -> pl.DataFrame:
+    """Rank of the license class (0 = permissive) of each distinct (source, license), with
+    the license table of that source's policy."""
+    pairs = members.select("source", "license").unique()
+    ranks = [
+        RANK[license_class(license, ctx.config.policy.for_source(source).licenses.classes)]
+        for source, license in pairs.iter_rows()
+    ]
+    return pairs.with_columns(pl.Series("_license_rank", ranks, dtype=pl.Int64))
+
+
+def components(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Connected components of the graph with edges (left[k], right[k]), by union-find done
+    for all edges at once: each round hooks the larger root of every edge under the smaller,
+    then compresses paths by pointer jumping. Returns (nodes, the smallest node of each
+    node's component)."""
+    nodes = np.unique(np.concatenate([left, right]))
+    a, b = np.searchsorted(nodes, left), np.searchsorted(nodes, right)
+    parent = np.arange(len(nodes))
+    while True:
+        root_a, root_b = parent[a], parent[b]
+        apart = root_a != root_b
+        if not apart.any():
+            return nodes, nodes[parent]
+        low, high = (
+            np.minimum(root_a[apart], root_b[apart]),
+            np.maximum(root_a[apart], root_b[apart]),
+        )
+        np.minimum.at(parent, high, low)
+        while True:
+            grand = parent[parent]
+            if np.array_equal(grand, parent):
+                break
+            parent = grand
+
+
+def pairs_frame(left, right, similarity) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"left": left, "right": right, "similarity": similarity}, schema=_EMPTY_PAIRS
+    )
+
+
+_EMPTY_CLUSTERS = {"_i": pl.UInt32, "kept_i": pl.UInt32}
+
+
+@dataclass
+class Resolution:
+    dropped: pl.DataFrame  # _i, kept_i, cluster_id, and the members' columns
+    cluster_ids: pl.DataFrame  # _i, cluster_id: new cluster ids of kept members
+    # _i, kept_i: every member of every duplicate cluster (the kept one and published ones too)
+    clusters: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_EMPTY_CLUSTERS))
+
+
+def resolve(
+    members: pl.DataFrame, duplicates: pl.DataFrame, related: pl.DataFrame, rules: list[str]
+) -> Resolution:
+    """Clusters from duplicate pairs, the record each keeps, and new cluster ids (see above).
+    `duplicates` and `related` hold pairs of `_i` (columns left, right, similarity)."""
+    if duplicates.height:
+        nodes, roots = components(duplicates["left"].to_numpy(), duplicates["right"].to_numpy())
+        clustered = pl.DataFrame(
+            {"_i": nodes, "_cluster": roots}, schema_overrides={"_i": pl.UInt32}
+        )
+        ranked = members.join(clustered, on="_i").sort(**_keep_order(rules), nulls_last=True)
+        ranked = ranked.with_columns(
+            pl.col("_i").first().over("_cluster").alias("kept_i"),
+            pl.col("record_id").first().over("_cluster").alias("kept_record_id"),
+            pl.col("_published").first().over("_cluster").alias("kept_published"),
+        )
+        dropped = ranked.filter((pl.col("_i") != pl.col("kept_i")) & ~pl.col("_published"))
+        clusters = ranked.select("_i", "kept_i")
+    else:
+        clusters = pl.DataFrame(schema=_EMPTY_CLUSTERS)
+        dropped = members.clear().with_columns(
+            pl.lit(None, pl.UInt32).alias("kept_i"),
+            pl.lit(None, pl.String).alias("kept_record_id"),
+            pl.lit(None, pl.Boolean).alias("kept_published"),
+            pl.lit(None, pl.Int64).alias("_cluster"),
+        )
+    gone = dropped["_i"].implode()
+    group_of = members.select("_i", "group")
+    linking = related.join(group_of, left_on="left", right_on="_i").join(
+        group_of, left_on="right", right_on="_i", suffix="_right"
+    )
+    linking = linking.filter(
+        ~pl.col("left").is_in(gone)
+        & ~pl.col("right").is_in(gone)
+        & (pl.col("group").is_null() | (pl.col("group") != pl.col("group_right")).fill_null(True))
+    )
+    edges = pl.concat([duplicates.select("left", "right"), linking.select("left", "right")])
+    if not edges.height:
+        return Resolution(dropped, members.clear().select("_i", "cluster_id"), clusters)
+    nodes, roots = components(edges["left"].to_numpy(), edges["right"].to_numpy())
+    linked = pl.DataFrame({"_i": nodes, "_component": roots}, schema_overrides={"_i": pl.UInt32})
+    named = (
+        members.select("_i", "cluster_id")
+        .join(linked, on="_i")
+        .with_columns(pl.col("cluster_id").min().over("_component"))
+        .select("_i", "cluster_id")
+    )
+    dropped = dropped.drop("cluster_id").join(named, on="_i", how="left")
+    return Resolution(dropped, named.filter(~pl.col("_i").is_in(gone)), clusters)
+
+
+def _keep_order(rules: list[str]) -> dict:
+    """Sort arguments that put the record to keep first: published, then the rules."""
+    rules = [*dict.fromkeys([*rules, "lowest_record_id"])]
+    columns = ["_published", *(KEEP_KEYS[rule][0] for rule in rules)]
+    descending = [True, *(KEEP_KEYS[rule][1] for rule in rules)]
+    return {"by": columns, "descending": descending}
+
+
+def apply(
+    frame: pl.LazyFrame,
+    resolution: Resolution,
+    members: pl.DataFrame,
+    *,
+    stage: str,
+    reason: str,
+    method: str,
+    similarity: Callable[[pl.DataFrame], pl.Series],
+    ctx: RunContext,
+    stats: dict,
+    labels: str | None = None,
+) -> StageResult:
+    """Drop the duplicates from `frame`, give kept records their new cluster ids, and write
+    one terminal event per dropped record. `similarity(pairs)` measures each (_i, kept_i).
+    With `labels` (dedup.label_conflicts), clusters whose members carry different labels are
+    settled first (pipeline/label_conflicts.py)."""
+    settled = None
+    if labels is not None:
+        settled = label_conflicts.settle(
+            frame, resolution, members, policy=labels, stage=stage, method=method, ctx=ctx
+        )
+        frame, resolution = settled.frame, settled.resolution
+    dropped = resolution.dropped
+    if dropped.height:
+        dropped = dropped.with_columns(
+            similarity(dropped.select("_i", "kept_i")).round(4).alias("similarity")
+        )
+    else:
+        dropped = dropped.with_columns(pl.lit(None, pl.Float64).alias("similarity"))
+    evidence = pl.struct(
+        pl.col("kept_record_id").alias("duplicate_of"),
+        pl.lit(method).alias("method"),
+        pl.col("similarity"),
+        pl.col("cluster_id"),
+        pl.when(pl.col("kept_published")).then(pl.lit(ctx.parent_version)).alias("published_in"),
+    )
+    events = ledger.events(
+        dropped, stage=stage, action=reasons.DROPPED, reason=reason, evidence=evidence
+    )
+    renamed = resolution.cluster_ids.join(members.select("_i", "record_id"), on="_i").select(
+        "record_id", pl.col("cluster_id").alias("_new_cluster_id")
+    )
+    kept = (
+        with_cluster_ids(frame)
+        .join(dropped.lazy().select("record_id"), on="record_id", how="anti", maintain_order="left")
+        .join(renamed.lazy(), on="record_id", how="left", maintain_order="left")
+        .with_columns(pl.coalesce("_new_cluster_id", "cluster_id").alias("cluster_id"))
+        .drop("_new_cluster_id")
+    )
+    stats = {**stats, "dropped": dropped.height, "clustered": renamed.height}
+    result = StageResult(frame=kept, events=events, stats=stats)
+    return result if settled is None else settled.finish(result)

@@ -1,0 +1,265 @@
+"""Near-duplicate dedup by MinHash LSH (`dedup.minhash`), in bounded memory.
+
+1. Records are read in batches of `batch_records`; each batch's signatures (pipeline/minhash.py)
+   and LSH band keys are written to Parquet in the run folder, so memory holds one batch.
+2. Candidate pairs come from polars group-bys over the band table: every member of a bucket
+   (records with equal keys in one band) is linked to the bucket's first record and to the
+   member before it, so a bucket of k records gives at most 2(k-1) edges, never all pairs.
+   Documents are numbered in record_id order (`_i` of the members frame), never in the order
+   rows arrive: which members are linked, and so which weak links verification sees and
+   which records are kept, depends on the records alone.
+3. With `verify` (the default), each candidate pair's exact Jaccard similarity of shingle sets
+   decides: at or above `threshold` a duplicate, at or above `related_threshold` (when set;
+   bands are then tuned to it) a link between related records; without `verify` every
+   candidate is a duplicate, as in datasketch.
+4. pipeline/duplicates.py clusters the duplicates (union-find), keeps one record per cluster
+   and drops the others with reason `near_duplicate`, evidence naming the kept record and
+   their similarity (exact Jaccard with `verify`, else the signatures' estimate); a cluster
+   whose members carry different labels is settled by pipeline/label_conflicts.py first.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipeline.config import DedupConfig, MinHashConfig
+from pipeline.core import ledger, reasons
+from pipeline.core.progress import progress
+from pipeline.dedup import duplicates
+from pipeline.stage import RunContext, StageResult
+from pipeline.text import minhash
+
+STAGE = "near_dedup"
+THREADS = 2  # batches indexed at once; each holds `batch_records` texts in memory
+PAIR_CHUNK = 50_000  # pairs (and texts) verified at once
+
+
+def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
+    frame = duplicates.with_cluster_ids(frame)
+    settings = cfg.minhash
+    if settings is None:
+        return StageResult(frame=frame, events=ledger.empty(), stats={"dropped": 0})
+    started = time.perf_counter()
+    members = duplicates.members_frame(frame, cfg.keep, ctx)
+    work = ctx.run_dir / "near_dedup-work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        lowest = settings.related_threshold or settings.threshold  # the least similar pair wanted
+        bands, rows = minhash.optimal_bands(
+            lowest, settings.num_perm, settings.false_positive_weight
+        )
+        texts = texts_by_record_id(frame, work)
+        shingled = index_batches(texts, members.height, settings, bands, rows, work)
+        candidates = candidate_pairs(work)
+        measure = PairSimilarity(texts, settings, work)
+        similarity = measure(candidates)
+        candidates = candidates.with_columns(similarity.alias("similarity"))
+        if settings.verify:
+            dups = candidates.filter(pl.col("similarity") >= settings.threshold)
+            related = candidates.filter(
+                pl.col("similarity").is_between(lowest, settings.threshold, closed="left")
+            )
+        else:
+            dups, related = candidates, candidates.clear()
+        resolution = duplicates.resolve(members, dups, related, cfg.keep)
+        stats = {
+            "records": members.height,
+            "shingled": shingled,
+            "bands": bands,
+            "rows": rows,
+            "candidate_pairs": candidates.height,
+            "duplicate_pairs": dups.height,
+            "related_pairs": related.height,
+        }
+        result = duplicates.apply(
+            frame,
+            resolution,
+            members,
+            stage=STAGE,
+            reason=reasons.NEAR_DUPLICATE,
+            method="minhash",
+            similarity=lambda pairs: measure(pairs.rename({"_i": "right", "kept_i": "left"})),
+            ctx=ctx,
+            stats=stats,
+            labels=cfg.label_conflicts,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result.stats["seconds"] = round(time.perf_counter() - started, 3)
+    return result
+
+
+def texts_by_record_id(frame: pl.LazyFrame, work: Path) -> pl.LazyFrame:
+    """The texts in record_id order, the numbering of the members frame, written once to the
+    work folder so that batches and verification read them by position."""
+    path = work / "texts.parquet"
+    frame.select("record_id", "text").sort("record_id").select("text").sink_parquet(
+        path, compression="lz4"
+    )
+    return pl.scan_parquet(path)
+
+
+def index_batches(
+    texts: pl.LazyFrame, n: int, settings: MinHashConfig, bands: int, rows: int, work: Path
+) -> int:
+    """Write signatures and band keys of all texts, batch by batch, two batches at a time
+    (polars and numpy release the GIL); return how many texts have shingles (the others
+    cannot be near duplicates and are left out)."""
+
+    def index(number: int) -> int:
+        offset = number * settings.batch_records
+        batch = texts.slice(offset, settings.batch_records).collect()["text"]
+        shingles = minhash.shingle_hashes(batch, settings.ngram, settings.char_ngram)
+        signature = minhash.signatures(shingles, len(batch), settings.num_perm, settings.seed)
+        present = minhash.has_shingles(shingles, len(batch))
+        docs = np.arange(offset, offset + len(batch), dtype=np.uint32)[present]
+        signature = signature[present]
+        keys = minhash.band_keys(signature, bands, rows)
+        if not settings.verify:  # only the estimated similarity reads them again
+            pl.DataFrame({"doc": docs, "signature": signature}).write_parquet(
+                work / f"signatures-{number:05d}.parquet", compression="lz4"
+            )
+        band_table = {
+            "band": np.tile(np.arange(bands, dtype=np.uint16), len(docs)),
+            "key": keys.ravel(),
+            "doc": np.repeat(docs, bands),
+        }
+        pl.DataFrame(band_table).write_parquet(
+            work / f"bands-{number:05d}.parquet", compression="lz4"
+        )
+        advance(len(batch))
+        return len(docs)
+
+    batches = range(-(-n // settings.batch_records))
+    with progress("minhash signatures", n) as advance, ThreadPoolExecutor(THREADS) as pool:
+        return sum(pool.map(index, batches))
+
+
+def candidate_pairs(work: Path) -> pl.DataFrame:
+    """(left, right) row pairs that share a bucket in some band: every member of a bucket
+    paired with the bucket's smallest row and with the member before it (at most 2(k-1)
+    pairs for k members, so verification still has a second path when the smallest row
+    is the odd one out), left < right, each pair once, sorted."""
+    if not any(work.glob("bands-*.parquet")):
+        return pl.DataFrame(schema={"left": pl.UInt32, "right": pl.UInt32})
+    bands = pl.scan_parquet(work / "bands-*.parquet")
+    shared = (
+        bands.group_by("band", "key")
+        .agg(pl.col("doc").min().alias("root"), pl.len().alias("size"))
+        .filter(pl.col("size") > 1)
+    )
+    members = (
+        bands.join(shared, on=["band", "key"])
+        .select("band", "key", "root", "doc")
+        .collect(engine="streaming")
+        .sort("band", "key", "doc")
+    )
+    previous = pl.col("doc").shift(1).over("band", "key")
+    pairs = pl.concat(
+        [
+            members.select(pl.col("root").alias("left"), pl.col("doc").alias("right")),
+            members.select(previous.alias("left"), pl.col("doc").alias("right")),
+        ]
+    )
+    return (
+        pairs.filter(pl.col("left").is_not_null() & (pl.col("left") != pl.col("right")))
+        .unique()
+        .sort("left", "right")
+    )
+
+
+class PairSimilarity:
+    """The similarity of (left, right) row pairs: exact Jaccard of their shingle sets with
+    `verify`, else the fraction of equal signature positions. The similarities it measured
+    (and the signatures it read) are kept for later calls."""
+
+    def __init__(self, texts: pl.LazyFrame, settings: MinHashConfig, work: Path):
+        self.texts, self.settings, self.work = texts, settings, work
+        self.signatures = pl.DataFrame(
+            schema={"doc": pl.UInt32, "signature": pl.Array(pl.UInt32, settings.num_perm)}
+        )
+        self.known = pl.DataFrame(
+            schema={"left": pl.UInt32, "right": pl.UInt32, "similarity": pl.Float64}
+        )
+
+    def __call__(self, pairs: pl.DataFrame) -> pl.Series:
+        """Similarities in the order of `pairs`; pairs measured before are not measured again."""
+        ordered = pairs.select(
+            pl.min_horizontal("left", "right").alias("left"),
+            pl.max_horizontal("left", "right").alias("right"),
+        )
+        looked_up = ordered.join(
+            self.known, on=["left", "right"], how="left", maintain_order="left"
+        )
+        missing = looked_up.filter(pl.col("similarity").is_null()).select("left", "right").unique()
+        if missing.height:
+            measure = self._exact if self.settings.verify else self._estimated
+            measured = missing.with_columns(measure(missing).alias("similarity"))
+            self.known = pl.concat([self.known, measured])
+            looked_up = ordered.join(
+                self.known, on=["left", "right"], how="left", maintain_order="left"
+            )
+        return looked_up["similarity"]
+
+    def _exact(self, pairs: pl.DataFrame) -> pl.Series:
+        """Exact Jaccard, PAIR_CHUNK pairs at a time (sorted, so a chunk's rows are close):
+        only one chunk's shingle sets are in memory at once."""
+        order = pairs.with_row_index("_pair").sort("left", "right")
+        parts = []
+        for start in range(0, order.height, PAIR_CHUNK):
+            chunk = order.slice(start, PAIR_CHUNK)
+            similarity = self._jaccard(chunk, self._shingle_sets(chunk))
+            parts.append(chunk.select("_pair", similarity.alias("similarity")))
+        return pl.concat(parts).sort("_pair")["similarity"]
+
+    def _shingle_sets(self, pairs: pl.DataFrame) -> pl.DataFrame:
+        """(row, hash) of the shingle sets of the rows of `pairs`, read from the texts."""
+        rows = pl.concat([pairs["left"], pairs["right"]]).unique().implode()
+        chosen = (
+            self.texts.with_row_index("_row")
+            .filter(pl.col("_row").is_in(rows))
+            .collect(engine="streaming")
+        )
+        found = minhash.shingle_hashes(
+            chosen["text"], self.settings.ngram, self.settings.char_ngram
+        )
+        return found.select(chosen["_row"].gather(found["doc"]).alias("row"), "hash").unique()
+
+    def _jaccard(self, pairs: pl.DataFrame, sets: pl.DataFrame) -> pl.Series:
+        sizes = sets.group_by("row").len()
+        numbered = pairs.select("left", "right").with_row_index("_pair")
+        common = (
+            numbered.join(sets, left_on="left", right_on="row")
+            .join(sets, left_on=["right", "hash"], right_on=["row", "hash"])
+            .group_by("_pair")
+            .len("common")
+        )
+        scored = (
+            numbered.join(common, on="_pair", how="left")
+            .join(sizes.rename({"len": "left_size"}), left_on="left", right_on="row", how="left")
+            .join(sizes.rename({"len": "right_size"}), left_on="right", right_on="row", how="left")
+            .sort("_pair")
+        )
+        common_count = scored["common"].fill_null(0).cast(pl.Float64)
+        union = scored["left_size"].fill_null(0) + scored["right_size"].fill_null(0) - common_count
+        return (common_count / union).fill_nan(0.0)
+
+    def _estimated(self, pairs: pl.DataFrame) -> pl.Series:
+        rows = pl.concat([pairs["left"], pairs["right"]]).unique()
+        new = rows.filter(~rows.is_in(self.signatures["doc"].implode()))
+        if new.len():
+            stored = pl.scan_parquet(self.work / "signatures-*.parquet")
+            found = stored.filter(pl.col("doc").is_in(new.implode())).collect()
+            self.signatures = pl.concat([self.signatures, found]).sort("doc")
+        order = self.signatures["doc"].to_numpy()
+        matrix = self.signatures["signature"].to_numpy()
+        left = matrix[np.searchsorted(order, pairs["left"].to_numpy())]
+        right = matrix[np.searchsorted(order, pairs["right"].to_numpy())]
+        return pl.Series("similarity", minhash.estimated_jaccard(left, right))

@@ -1,0 +1,276 @@
+"""Ingest: read every declared source into the canonical record schema.
+
+Files are read one at a time and written as Parquet parts under the run folder, so memory
+follows the batch size, not the number of files. Bad rows never stop the run: each gets a
+terminal `dropped` event naming its file and line (or row). Within a source, a repeated id
+keeps its first occurrence; later ones are dropped as `duplicate_source_id`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.config import SourceDeclaration
+from pipeline.core import ledger, reasons
+from pipeline.core.identity import record_key, xxh3_128_hex
+from pipeline.core.normalize import normalize_text
+from pipeline.core.progress import progress
+from pipeline.core.schema import RECORD_SCHEMA
+from pipeline.ingest.readers import read_file
+from pipeline.ingest.source_files import source_files
+from pipeline.ingest.timestamps import parse_timestamps
+from pipeline.stage import RunContext, StageResult
+
+STAGE = "ingest"
+PART_ROWS = 250_000
+BATCH_BYTES = 16 << 20
+INGEST_THREADS = 2
+# Run-folder files are read once and deleted: write speed matters more than size.
+INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
+
+
+def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> StageResult:
+    """Read all sources into `out_dir` as Parquet parts; return a scan of them.
+
+    Files are read and mapped in batches of about BATCH_BYTES on a few threads (polars and
+    most of the reading release the GIL); results are written in file order, so the
+    output does not depend on the thread count.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    writer = _PartWriter(out_dir)
+    bad_rows: list[pl.DataFrame] = []
+    per_source: dict[str, dict[str, int]] = {}
+    files = {source.name: source_files(source) for source in sources}
+    with (
+        progress("ingest", sum(len(found) for found in files.values())) as advance,
+        ThreadPoolExecutor(max_workers=INGEST_THREADS) as pool,
+    ):
+        for source in sources:
+            per_source[source.name] = {"records_in": 0}
+            batches = _batches(files[source.name])
+            results = _in_order(
+                pool, lambda batch, source=source: _read_batch(batch, source), batches
+            )
+            for batch, (rows_in, records, bad) in zip(batches, results, strict=True):
+                per_source[source.name]["records_in"] += rows_in
+                bad_rows.append(writer.add(records, bad))
+                advance(len(batch))
+    writer.close()
+    repeats, repeat_events = _repeated_ids(writer.scan())
+    writer.remove(repeats)
+    events = pl.concat([*bad_rows, repeat_events])
+    for source_name, dropped in events.group_by("source").len().iter_rows():
+        per_source[source_name]["bad_rows"] = dropped
+    records_in = sum(counts["records_in"] for counts in per_source.values())
+    stats = {"records_in": records_in, "bad_rows": events.height, "sources": per_source}
+    return StageResult(frame=writer.scan(), events=events, stats=stats)
+
+
+def _in_order(pool: ThreadPoolExecutor, work, items: list) -> Iterator:
+    """Results of `work` over `items`, in order, with at most one item per thread waiting
+    ahead (pool.map would start them all and hold every result in memory)."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.submit(work, item))
+        if len(pending) > INGEST_THREADS:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def _batches(files: list[tuple[Path, str]]) -> list[list[tuple[Path, str]]]:
+    """Consecutive files grouped to about BATCH_BYTES: small files are mapped together,
+    since each mapping has a fixed cost."""
+    batches: list[list[tuple[Path, str]]] = [[]]
+    size = 0
+    for path, name in files:
+        if size >= BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append((path, name))
+        size += path.stat().st_size
+    return [batch for batch in batches if batch]
+
+
+def _read_batch(
+    batch: list[tuple[Path, str]], source: SourceDeclaration
+) -> tuple[int, pl.DataFrame, pl.DataFrame]:
+    raws = [
+        read_file(path, name, source).with_columns(pl.lit(name).alias("_file"))
+        for path, name in batch
+    ]
+    raw = raws[0] if len(raws) == 1 else pl.concat(raws, how="diagonal_relaxed")
+    return raw.height, *to_records(raw, source)
+
+
+def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Map raw rows (of one or more files, named in `_file`) to canonical records;
+    return (good records, bad-row events)."""
+    fields = source.fields
+
+    def column(name: str | None) -> pl.Expr:
+        if name is None or name not in raw.columns:
+            return pl.lit(None, dtype=pl.String)
+        return pl.col(name).cast(pl.String)
+
+    def series(name: str | None) -> pl.Series:
+        return raw.with_columns(column(name).alias("_series"))["_series"]
+
+    text = normalize_text(series(fields.text))
+    location = pl.concat_str([pl.col("_file"), pl.lit(":"), pl.col("_location").cast(pl.String)])
+    timestamp_raw = series(fields.timestamp)
+    frame = raw.select(
+        pl.col("_error"),
+        pl.col("_file"),
+        pl.col("_location"),
+        location.alias("location"),
+        text.alias("text"),
+        column(fields.id).alias("_id"),
+        column(fields.group).alias("group"),
+        timestamp_raw.alias("_timestamp_raw"),
+        parse_timestamps(timestamp_raw, fields.timestamp_format).alias("timestamp"),
+        column(fields.label).alias("label"),
+        column(fields.license).fill_null(source.license).alias("license"),
+        column(fields.consent).fill_null(source.consent).alias("consent"),
+        _metadata_json(raw, source.metadata_fields).alias("metadata"),
+        pl.lit(source.synthetic is not None).alias("synthetic"),
+        pl.lit(source.synthetic.generator if source.synthetic else None, pl.String).alias(
+            "generator"
+        ),
+        pl.lit(None, pl.String).alias("augmented_from"),
+    )
+    error = (
+        pl.when(pl.col("_error").is_not_null())
+        .then(pl.col("_error"))
+        .when(pl.col("text").is_null())
+        .then(pl.lit(reasons.MISSING_TEXT))
+        .when(pl.col("text") == "")
+        .then(pl.lit(reasons.EMPTY_TEXT))
+        .when(pl.col("_timestamp_raw").is_not_null() & pl.col("timestamp").is_null())
+        .then(pl.lit(reasons.UNPARSEABLE_TIMESTAMP))
+    )
+    by_position = record_key(source.name, pl.col("_file"), pl.col("_location").cast(pl.String))
+    key = (
+        pl.when(pl.col("_id").is_not_null() & pl.col("_error").is_null())
+        .then(record_key(source.name, pl.col("_id")))
+        .otherwise(by_position)
+    )
+    # Bad rows are identified by position: their id field cannot be trusted, and an id
+    # shared with a good row would give one identity two terminal events.
+    frame = frame.with_columns(error.alias("_error")).with_columns(key.alias("_key"))
+    frame = frame.with_columns(
+        xxh3_128_hex(frame["_key"]).alias("record_id"), pl.lit(source.name).alias("source")
+    )
+    bad = frame.filter(pl.col("_error").is_not_null())
+    good = frame.filter(pl.col("_error").is_null())
+    content_hash = xxh3_128_hex(good["text"])
+    good = good.with_columns(
+        content_hash.alias("source_content_hash"),
+        content_hash.alias("content_hash"),
+    ).select(RECORD_SCHEMA.names())
+    evidence = pl.struct(
+        pl.col("_file").alias("file"),
+        pl.col("_location").alias(
+            "line" if source.format in ("jsonl", "debian_changelog") else "row"
+        ),
+    )
+    bad_events = ledger.events(
+        bad, stage=STAGE, action=reasons.DROPPED, reason=pl.col("_error"), evidence=evidence
+    )
+    return good, bad_events
+
+
+def _metadata_json(raw: pl.DataFrame, names: list[str]) -> pl.Expr:
+    if not names:
+        return pl.lit(None, dtype=pl.String)
+    present = [
+        pl.col(name).cast(pl.String)
+        if name in raw.columns
+        else pl.lit(None, dtype=pl.String).alias(name)
+        for name in sorted(names)
+    ]
+    return pl.struct(present).struct.json_encode()
+
+
+def _repeated_ids(records: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Records whose id came earlier in their source (files in name order, then lines):
+    return their (record_id, location) and their `duplicate_source_id` events.
+
+    A repeat shares its id with the first occurrence; the ledger needs one id per input
+    record, so the repeat is identified by position instead, like a record without an id.
+    """
+    ids = records.select("record_id", "source", "location").collect()
+    repeats = ids.filter(~pl.col("record_id").is_first_distinct())
+    if repeats.height == 0:
+        return repeats.select("record_id", "location"), ledger.empty()
+    firsts = ids.filter(pl.col("record_id").is_first_distinct()).select(
+        "record_id", pl.col("location").alias("first_seen_at")
+    )
+    repeats = repeats.join(firsts, on="record_id", how="left", maintain_order="left")
+    file_and_line = pl.col("location").str.extract_groups(r"^(?<file>.*):(?<line>[0-9]+)$")
+    by_position = record_key(
+        pl.col("source"), file_and_line.struct.field("file"), file_and_line.struct.field("line")
+    )
+    identified = repeats.with_columns(
+        xxh3_128_hex(repeats.select(by_position).to_series()).alias("record_id"),
+        pl.col("record_id").alias("first_record_id"),
+    )
+    events = ledger.events(
+        identified,
+        stage=STAGE,
+        action=reasons.DROPPED,
+        reason=reasons.DUPLICATE_SOURCE_ID,
+        evidence=pl.struct("location", "first_seen_at", "first_record_id"),
+    )
+    return repeats.select("record_id", "location"), events
+
+
+class _PartWriter:
+    """Buffers records and writes Parquet parts of about PART_ROWS rows."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir, self.buffer, self.rows, self.parts = out_dir, [], 0, 0
+
+    def add(self, records: pl.DataFrame, bad_events: pl.DataFrame) -> pl.DataFrame:
+        """Buffer good records; hand the bad rows' events back to the caller."""
+        if records.height:
+            self.buffer.append(records)
+            self.rows += records.height
+        if self.rows >= PART_ROWS:
+            self.flush()
+        return bad_events
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        pl.concat(self.buffer).write_parquet(
+            self.out_dir / f"part-{self.parts:05d}.parquet", **INTERMEDIATE_PARQUET
+        )
+        self.buffer, self.rows, self.parts = [], 0, self.parts + 1
+
+    def remove(self, unwanted: pl.DataFrame) -> None:
+        """Rewrite the parts holding any of `unwanted` (record_id, location) without them."""
+        if unwanted.height == 0:
+            return
+        for part in sorted(self.out_dir.glob("part-*.parquet")):
+            records = pl.read_parquet(part)
+            kept = records.join(
+                unwanted, on=["record_id", "location"], how="anti", maintain_order="left"
+            )
+            if kept.height != records.height:
+                kept.write_parquet(part, **INTERMEDIATE_PARQUET)
+
+    def close(self) -> None:
+        """Write what is buffered; an input without a single good record still leaves one
+        (empty) part, so every later stage finds a file to read."""
+        if self.parts == 0 and not self.buffer:
+            self.buffer.append(pl.DataFrame(schema=RECORD_SCHEMA))
+        self.flush()
+
+    def scan(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.out_dir / "part-*.parquet")

@@ -1,0 +1,113 @@
+"""Reading a published version: its manifest, its shards verified, one LazyFrame per split.
+
+The shards are plain Parquet: polars, DuckDB, pyarrow or Hugging Face `datasets` open them
+without Thresher. This module adds the checks a consumer should make first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from pipeline.core import storage
+from pipeline.core.errors import DataError
+from pipeline.core.storage import Location
+from pipeline.publish.stage import MANIFEST, file_sha256
+
+# Written beside the manifest when a version is withdrawn (`thresher catalog withdraw`).
+WITHDRAWN_MARKER = "WITHDRAWN.json"
+
+
+@dataclass(frozen=True)
+class ShardProblem:
+    path: str
+    problem: str  # "missing" or "sha256 mismatch"
+    expected: str
+    actual: str | None
+
+
+@dataclass(frozen=True)
+class PublishedVersion:
+    path: Location  # a local folder or a fsspec location (pipeline.storage)
+    manifest: dict[str, Any]
+
+    @property
+    def dataset_hash(self) -> str:
+        return self.manifest["dataset_hash"]
+
+    @property
+    def split_names(self) -> list[str]:
+        return [name for name, rows in self.manifest["split_counts"].items() if rows]
+
+    def split(self, name: str) -> pl.LazyFrame:
+        files = [
+            self.path / shard["path"] for shard in self.manifest["shards"] if shard["split"] == name
+        ]
+        if not files:
+            raise DataError(
+                f"version {self.dataset_hash[:12]} has no {name!r} split (it has: {', '.join(self.split_names)})"
+            )
+        return storage.scan_parquet(files)
+
+    @property
+    def splits(self) -> dict[str, pl.LazyFrame]:
+        return {name: self.split(name) for name in self.split_names}
+
+    def membership(self) -> pl.LazyFrame:
+        """record_id and split of every record the version holds (none for an empty one)."""
+        parts = [frame.select("record_id", "split") for frame in self.splits.values()]
+        empty = pl.LazyFrame(schema={"record_id": pl.String, "split": pl.String})
+        return pl.concat(parts) if parts else empty
+
+
+def read_manifest(path: Location) -> dict[str, Any]:
+    try:
+        return json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise DataError(f"{path}: no {MANIFEST}; this is not a published version folder") from None
+    except ValueError as error:
+        raise DataError(
+            f"{path / MANIFEST}: unreadable ({error}); restore it from a copy"
+        ) from None
+
+
+def verify_shards(path: Location, manifest: dict[str, Any]) -> list[ShardProblem]:
+    """Re-hash every shard listed in the manifest; return the ones that do not match."""
+    problems = []
+    for shard in manifest["shards"]:
+        file = path / shard["path"]
+        if not file.exists():
+            problems.append(ShardProblem(shard["path"], "missing", shard["sha256"], None))
+            continue
+        actual = file_sha256(file)
+        if actual != shard["sha256"]:
+            problems.append(ShardProblem(shard["path"], "sha256 mismatch", shard["sha256"], actual))
+    return problems
+
+
+def read_version(
+    path: str | Location, verify: bool = True, allow_withdrawn: bool = False
+) -> PublishedVersion:
+    """Open a version folder (a path or fsspec URL); with `verify`, refuse it if any shard
+    differs from the manifest. A withdrawn version is refused unless `allow_withdrawn`."""
+    path = storage.location(path)
+    manifest = read_manifest(path)
+    marker = path / WITHDRAWN_MARKER
+    if marker.exists() and not allow_withdrawn:
+        withdrawn = json.loads(marker.read_text())
+        raise DataError(
+            f"version {manifest['dataset_hash'][:12]} at {path} was withdrawn "
+            f"({withdrawn['reason']}); do not train on it"
+        )
+    if verify:
+        problems = verify_shards(path, manifest)
+        if problems:
+            listed = "; ".join(f"{p.path}: {p.problem}" for p in problems)
+            raise DataError(
+                f"version {manifest['dataset_hash'][:12]} at {path} failed verification ({listed}); "
+                "do not use it — restore the shards or publish again"
+            )
+    return PublishedVersion(path=path, manifest=manifest)

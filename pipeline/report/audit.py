@@ -1,0 +1,341 @@
+"""The figures of a dataset audit report, computed from a run's ledger and a version's records.
+
+Everything here is counts, ids, hashes and times; the only text is a few short examples of
+published records, with any secret masked. The ledger is the source of truth: the report's
+outcome counts are the ledger's terminal events, so they always balance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from pipeline.config import SPLITS
+from pipeline.core import ledger as ledger_events
+from pipeline.core import reasons
+from pipeline.text.secrets import find_secrets, mask_secrets
+
+# the stages in the order a record meets them (publish last)
+STAGE_ORDER = (
+    "ingest", "govern", "quality", "exact_dedup", "near_dedup", "boilerplate", "semantic_dedup",
+    "split", "synthetic", "augment", "contamination", "publish",
+)  # fmt: skip
+DEDUP_STAGES = ("exact_dedup", "near_dedup", "semantic_dedup")
+DUPLICATE_REASONS = (reasons.EXACT_DUPLICATE, reasons.NEAR_DUPLICATE, reasons.SEMANTIC_DUPLICATE)
+EXAMPLE_CHARS = 160
+
+
+def outcomes(ledger: pl.LazyFrame, records_in: int | None = None) -> dict[str, int]:
+    """Records in, those the run generated (augmentation), and how many ended published,
+    dropped and quarantined. A run that stopped early gives its `records_in`: the records it
+    had not decided yet are `unfinished`."""
+    counted = dict(ledger.group_by("action").len().collect().iter_rows())
+    found = {action: counted.get(action, 0) for action in reasons.TERMINAL_ACTIONS}
+    generated = counted.get(reasons.GENERATED, 0)
+    decided = sum(found.values())
+    if records_in is None:
+        return {"records_in": decided - generated, "generated": generated, **found}
+    unfinished = records_in + generated - decided
+    return {"records_in": records_in, "generated": generated, **found, "unfinished": unfinished}
+
+
+def funnel(ledger: pl.LazyFrame, records_in: int | None = None) -> list[dict[str, Any]]:
+    """Records still in the run after each stage (a stage's drops and quarantines leave),
+    up to the last stage that wrote events."""
+    left = ledger.filter(pl.col("terminal"), pl.col("action") != reasons.PUBLISHED)
+    by_stage = dict(left.group_by("stage").len().collect().iter_rows())
+    made = ledger.filter(pl.col("action") == reasons.GENERATED)
+    added_by_stage = dict(made.group_by("stage").len().collect().iter_rows())
+    reached = set(ledger.select(pl.col("stage").unique()).collect()["stage"])
+    last = max((STAGE_ORDER.index(s) for s in reached if s in STAGE_ORDER), default=-1)
+    stages = STAGE_ORDER[:-1] if records_in is None else STAGE_ORDER[: last + 1]
+    remaining = outcomes(ledger)["records_in"] if records_in is None else records_in
+    rows = [{"stage": "records in", "records": remaining, "removed": 0, "added": 0}]
+    for stage in stages:
+        if stage == "publish":
+            break
+        removed, added = by_stage.get(stage, 0), added_by_stage.get(stage, 0)
+        remaining += added - removed
+        rows.append({"stage": stage, "records": remaining, "removed": removed, "added": added})
+    return rows
+
+
+def by_reason(ledger: pl.LazyFrame) -> dict[str, dict[str, int]]:
+    """{dropped|quarantined: {reason: records}} and the edits {action: {reason: events}}."""
+    terminal = ledger_events.counts_by_reason(ledger, terminal=True)
+    terminal.pop(reasons.PUBLISHED, None)
+    return {**terminal, "edits": ledger_events.counts_by_reason(ledger, terminal=False)}
+
+
+def blocked_types(ledger: pl.LazyFrame) -> dict[str, dict[str, int]]:
+    """Records per secret type blocked, and per personal-data type redacted or held: counts
+    only, from the evidence's `types` (never a value)."""
+    wanted = {
+        "secrets": [reasons.SECRET_DETECTED],
+        "personal_data": [reasons.PERSONAL_DATA, reasons.PERSONAL_DATA_REDACTED],
+    }
+    found = {}
+    for kind, reason_codes in wanted.items():
+        events = ledger.filter(pl.col("stage") == "govern", pl.col("reason").is_in(reason_codes))
+        types = (
+            events.select(finding_types().alias("type"))
+            .explode("type")
+            .drop_nulls()
+            .group_by("type")
+            .len()
+            .sort("len", "type", descending=[True, False])
+            .collect()
+        )
+        found[kind] = dict(types.iter_rows())
+    return found
+
+
+def finding_types() -> pl.Expr:
+    """The finding types of a governance event's evidence: an edit holds them at `types`, a
+    terminal event under `detail` (beside the flags that decided it)."""
+    evidence = pl.col("evidence")
+    return pl.coalesce(
+        evidence.str.json_path_match("$.detail.types"), evidence.str.json_path_match("$.types")
+    ).str.json_decode(pl.List(pl.String))
+
+
+_DEDUP_EVIDENCE = pl.Struct(
+    {"duplicate_of": pl.String, "method": pl.String, "similarity": pl.Float64,
+     "cluster_id": pl.String}
+)  # fmt: skip
+
+
+def dedup_clusters(
+    ledger: pl.LazyFrame, published: pl.LazyFrame, examples: int = 3
+) -> dict[str, Any]:
+    """Duplicate clusters: every record (published or dropped as a duplicate) with a cluster
+    id shared by another; their sizes, drops per method and a few examples."""
+    dropped = (
+        ledger.filter(
+            pl.col("stage").is_in(DEDUP_STAGES),
+            pl.col("terminal"),
+            pl.col("reason").is_in(DUPLICATE_REASONS),
+        )
+        .select("record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE).alias("e"))
+        .unnest("e")
+        .collect()
+    )
+    clusters = published.select("record_id", "cluster_id").collect()
+    dropped = _published_cluster(dropped, clusters)
+    members = pl.concat([clusters, dropped.select("record_id", "cluster_id")]).unique()
+    sizes = (
+        members.group_by("cluster_id")
+        .len("size")
+        .filter(pl.col("size") > 1)
+        .sort("size", "cluster_id", descending=[True, False])
+    )
+    histogram = sizes.group_by("size").len("clusters").sort("size")
+    chosen = sizes.head(examples)["cluster_id"].to_list()
+    texts = (
+        published.filter(pl.col("cluster_id").is_in(chosen))
+        .select("record_id", "cluster_id", "text")
+        .collect()
+    )
+    shown = []
+    for cluster_id in chosen:
+        kept = texts.filter(pl.col("cluster_id") == cluster_id).sort("record_id")
+        duplicates = dropped.filter(pl.col("cluster_id") == cluster_id).sort("record_id")
+        shown.append(
+            {
+                "cluster_id": cluster_id,
+                "size": int(sizes.filter(pl.col("cluster_id") == cluster_id)["size"][0]),
+                "published": [
+                    {"record_id": rid, "text": redacted_excerpt(text)}
+                    for rid, text in kept.select("record_id", "text").head(2).iter_rows()
+                ],
+                "dropped": duplicates.select("record_id", "duplicate_of", "method", "similarity")
+                .head(5)
+                .to_dicts(),
+            }
+        )
+    return {
+        "clusters": sizes.height,
+        "records_in_clusters": int(sizes["size"].sum() or 0),
+        "dropped_by_method": dict(dropped.group_by("method").len().sort("method").iter_rows()),
+        "size_histogram": dict(histogram.iter_rows()),
+        "examples": shown,
+    }
+
+
+def _published_cluster(dropped: pl.DataFrame, clusters: pl.DataFrame) -> pl.DataFrame:
+    """A dropped duplicate's cluster as published: a later stage may have merged the cluster
+    it was dropped from, so follow `duplicate_of` to the record that was kept."""
+    links = dropped.select("record_id", pl.col("duplicate_of").alias("kept"))
+    onward = dropped.select(pl.col("record_id").alias("kept"), pl.col("duplicate_of").alias("next"))
+    for _ in range(len(DEDUP_STAGES) + 1):  # each stage adds at most one link to a chain
+        step = links.join(onward, on="kept", how="left")
+        if step["next"].null_count() == step.height:
+            break
+        links = step.select("record_id", pl.coalesce("next", "kept").alias("kept"))
+    final = links.join(
+        clusters.rename({"record_id": "kept", "cluster_id": "final"}), on="kept", how="left"
+    )
+    return (
+        dropped.join(final.select("record_id", "final"), on="record_id", how="left")
+        .with_columns(
+            pl.coalesce("final", "cluster_id").alias(
+                "cluster_id"
+            )  # kept one not published: as logged
+        )
+        .drop("final")
+    )
+
+
+def redacted_excerpt(text: str | None) -> str:
+    """The start of a published text with any secret masked, as a report may show it."""
+    text = text or ""
+    findings = find_secrets(pl.Series([text]))  # all of it: a long secret may start early
+    masked = mask_secrets(text, findings.to_dicts()) if findings.height else text
+    return masked[:EXAMPLE_CHARS] + ("…" if len(masked) > EXAMPLE_CHARS else "")
+
+
+def split_figures(splits: dict[str, pl.LazyFrame]) -> dict[str, dict[str, Any]]:
+    """Records, groups, sources, labels and time range per split, with records per month."""
+    figures = {}
+    for name in SPLITS:
+        frame = splits.get(name)
+        if frame is None:
+            figures[name] = {
+                "records": 0, "groups": 0, "first": None, "last": None, "labels": {}, "months": {},
+                "synthetic": 0, "synthetic_share": 0.0, "augmented": 0,
+            }  # fmt: skip
+            continue
+        present = frame.collect_schema().names()
+        row = (
+            frame.select(
+                pl.len().alias("records"),
+                pl.coalesce("group", "record_id").n_unique().alias("groups"),
+                pl.col("timestamp").min().alias("first"),
+                pl.col("timestamp").max().alias("last"),
+                # versions published before these columns existed hold neither
+                (
+                    pl.col("synthetic").fill_null(False).sum()
+                    if "synthetic" in present
+                    else pl.lit(0)
+                )
+                .cast(pl.Int64)
+                .alias("synthetic"),
+                (
+                    pl.col("augmented_from").is_not_null().sum()
+                    if "augmented_from" in present
+                    else pl.lit(0)
+                )
+                .cast(pl.Int64)
+                .alias("augmented"),
+            )
+            .collect()
+            .row(0, named=True)
+        )
+        months = (
+            frame.filter(pl.col("timestamp").is_not_null())
+            .group_by(pl.col("timestamp").dt.strftime("%Y-%m").alias("month"))
+            .len()
+            .sort("month")
+            .collect()
+        )
+        labels = frame.group_by("label").len().sort("label", nulls_last=True).collect()
+        figures[name] = {
+            "records": row["records"],
+            "groups": row["groups"],
+            "first": row["first"].isoformat() if row["first"] else None,
+            "last": row["last"].isoformat() if row["last"] else None,
+            "labels": {str(label): n for label, n in labels.iter_rows()},
+            "months": dict(months.iter_rows()),
+            "synthetic": row["synthetic"],
+            "synthetic_share": round(row["synthetic"] / row["records"], 4)
+            if row["records"]
+            else 0.0,
+            "augmented": row["augmented"],
+        }
+    return figures
+
+
+_CONTAMINATION_EVIDENCE = pl.Struct(
+    {"eval_set": pl.String, "item": pl.String, "methods": pl.List(pl.String)}
+)
+
+
+def contamination(ledger: pl.LazyFrame, protected: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per protected evaluation set (and held-out split): its items, the training records
+    that repeated one (dropped or held, by method) and how many distinct items they repeated."""
+    events = (
+        ledger.filter(pl.col("stage") == "contamination", pl.col("terminal"))
+        .select(
+            "record_id",
+            "action",
+            pl.col("evidence").str.json_decode(_CONTAMINATION_EVIDENCE).alias("e"),
+        )
+        .unnest("e")
+        .collect()
+    )
+    items = {entry["name"]: entry["items"] for entry in protected}
+    # the run's own validation and test splits are checked too, under their split names
+    names = [*items, *sorted(set(events["eval_set"].drop_nulls()) - set(items))]
+    found = {}
+    for name in names:
+        hits = events.filter(pl.col("eval_set") == name)
+        found[name] = {
+            "items": items.get(name),
+            "records": hits.height,
+            "contaminated_items": hits["item"].n_unique(),
+            "by_action": dict(hits.group_by("action").len().sort("action").iter_rows()),
+            "by_method": dict(
+                hits.explode("methods").group_by("methods").len().sort("methods").iter_rows()
+            ),
+        }
+    return found
+
+
+def source_table(ledger: pl.LazyFrame, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each declared source with its terms and where its records ended."""
+    counted = ledger.filter(pl.col("terminal")).group_by("source", "action").len().collect()
+    rows = []
+    for source in sources:
+        ends = dict(
+            counted.filter(pl.col("source") == source["name"]).select("action", "len").iter_rows()
+        )
+        ended = {action: ends.get(action, 0) for action in reasons.TERMINAL_ACTIONS}
+        rows.append({**source, "records_in": sum(ended.values()), **ended})
+    return rows
+
+
+def version_diff(parent: pl.LazyFrame | None, current: pl.LazyFrame) -> dict[str, Any]:
+    """Records added, removed and moved between two versions' memberships (record_id, split);
+    moved ones changed split, which a stable dataset never does."""
+    if parent is None:
+        return {"parent": None}
+    joined = (
+        parent.rename({"split": "before"})
+        .join(current.rename({"split": "after"}), on="record_id", how="full", coalesce=True)
+        .collect()
+    )
+    added = joined.filter(pl.col("before").is_null())
+    removed = joined.filter(pl.col("after").is_null())
+    moved = joined.filter(pl.col("before").is_not_null(), pl.col("after").is_not_null(),
+                          pl.col("before") != pl.col("after"))  # fmt: skip
+    kept = joined.height - added.height - removed.height - moved.height
+    return {
+        "added": added.height,
+        "removed": removed.height,
+        "moved": moved.height,
+        "unchanged": kept,
+        "added_by_split": dict(added.group_by("after").len().sort("after").iter_rows()),
+        "removed_by_split": dict(removed.group_by("before").len().sort("before").iter_rows()),
+        "moves": dict(
+            moved.group_by(pl.format("{} -> {}", "before", "after").alias("move"))
+            .len()
+            .sort("move")
+            .iter_rows()
+        ),
+        "examples": {
+            "added": added.sort("record_id")["record_id"].head(5).to_list(),
+            "removed": removed.sort("record_id")["record_id"].head(5).to_list(),
+            "moved": moved.sort("record_id")["record_id"].head(5).to_list(),
+        },
+    }

