@@ -236,8 +236,8 @@ def run_thresher(data: Path, work: Path) -> dict:
     from pipeline.core import ledger
     from pipeline.dedup.exact import exact_dedup
     from pipeline.govern.stage import govern
-    from pipeline.ingest import stage as ingest_module
     from pipeline.ingest.stage import ingest
+    from pipeline.ingest.stage import stage as ingest_module
     from pipeline.publish.stage import publish
     from pipeline.split.stage import split
     from pipeline.stage import RunContext

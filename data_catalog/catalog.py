@@ -34,7 +34,7 @@ from pipeline.core import storage
 from pipeline.core.errors import ConfigError, DataError
 from pipeline.core.storage import Location
 from pipeline.publish.reader import WITHDRAWN_MARKER, PublishedVersion, read_version
-from pipeline.publish.stage import StagedVersion
+from pipeline.publish.version import StagedVersion
 
 CATALOG_FILE = "catalog.db"
 CATALOG_URL_ENV = "THRESHER_CATALOG_URL"

@@ -19,7 +19,7 @@ from data_catalog import tables, training_runs
 from data_catalog.catalog import Catalog, VersionRecord, now
 from pipeline.core import storage
 from pipeline.core.errors import DataError
-from pipeline.stage import DELETION_KINDS
+from pipeline.core.schema import DELETION_KINDS
 from pipeline.text.content_findings import pseudonymized_group
 
 

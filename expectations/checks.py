@@ -19,8 +19,8 @@ from expectations.gates import GateProject, GateResult, suites_of
 from pipeline.config import SPLITS, GatesConfig, RunConfig, SplitConfig
 from pipeline.core import reasons
 from pipeline.core.licenses import license_class
-from pipeline.publish.stage import file_sha256
-from pipeline.split.leakage import leakage_columns, spanning
+from pipeline.core.storage import file_sha256
+from pipeline.leakage import leakage_columns, spanning
 from pipeline.text import content_findings
 
 # four standard deviations of a binomial share: a fair hash split of few groups strays

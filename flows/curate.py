@@ -47,11 +47,12 @@ from pipeline.dedup.near import near_dedup
 from pipeline.dedup.semantic import semantic_dedup
 from pipeline.govern.stage import govern
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, ingest
+from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.publish.reader import read_version
-from pipeline.publish.stage import MANIFEST, NOT_PUBLISHED, StagedVersion, publish
+from pipeline.publish.stage import publish
+from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion
 from pipeline.quality.stage import quality
 from pipeline.split.field_leakage import field_lists, single_feature_check
-from pipeline.split.leakage import check_disjoint, leakage_columns
 from pipeline.split.stage import split
 from pipeline.stage import RunContext
 from pipeline.text.eval_index import EvalSet

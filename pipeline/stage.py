@@ -40,15 +40,6 @@ class RunContext:
     eval_sets: tuple[EvalSet, ...] = ()
 
 
-# What a deletion request can name, and the record column it matches.
-DELETION_KINDS = {
-    "source": "source",
-    "group": "group",
-    "record_id": "record_id",
-    "content_hash": "source_content_hash",
-}
-
-
 @dataclass
 class StageResult:
     frame: pl.LazyFrame

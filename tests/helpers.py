@@ -20,7 +20,8 @@ from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.core.schema import RECORD_SCHEMA
 from pipeline.ingest.readers import read_file
 from pipeline.ingest.stage import ingest
-from pipeline.publish.stage import StagedVersion, publish
+from pipeline.publish.stage import publish
+from pipeline.publish.version import StagedVersion
 from pipeline.split.stage import split
 from pipeline.stage import RunContext
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pipeline.publish.stage import file_sha256
+from pipeline.core.storage import file_sha256
 
 
 def rng_state(device: torch.device) -> dict[str, Any]:

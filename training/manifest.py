@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from pipeline.core.code_version import code_state
-from pipeline.publish.stage import file_sha256
+from pipeline.core.storage import file_sha256
 
 MANIFEST_FILE = "run_manifest.json"
 PACKAGES_FILE = "packages.txt"

@@ -36,7 +36,7 @@ from pipeline.config import AugmentConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import KEY_SEPARATOR, record_key, xxh3_128_hex
 from pipeline.core.schema import REVIEW_ITEM_SCHEMA, review_decisions
-from pipeline.govern.stage import review_items_of, with_review_hash
+from pipeline.review import review_items_of, with_review_hash
 from pipeline.stage import RunContext, StageResult
 from pipeline.text.embeddings import embed
 

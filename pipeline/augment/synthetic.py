@@ -18,7 +18,7 @@ import polars as pl
 from pipeline.config import SPLITS, SyntheticPolicy
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
-from pipeline.split.leakage import leakage_columns
+from pipeline.leakage import leakage_columns
 from pipeline.stage import RunContext, StageResult
 
 STAGE = "synthetic"

@@ -22,7 +22,7 @@ from pipeline.config import ContaminationConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.schema import review_decisions
-from pipeline.govern.stage import masked_for_review, review_items_of, with_review_hash
+from pipeline.review import masked_for_review, review_items_of, with_review_hash
 from pipeline.stage import RunContext, StageResult
 from pipeline.text.eval_index import METHODS, ContaminationIndex, strongest
 

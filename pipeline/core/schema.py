@@ -85,3 +85,12 @@ def review_decisions(frame: pl.DataFrame | None) -> pl.DataFrame:
 def schema_description(schema: pl.Schema) -> list[dict[str, str]]:
     """The schema as plain data, as written into manifests and hashed into dataset hashes."""
     return [{"name": name, "type": str(dtype)} for name, dtype in schema.items()]
+
+
+# What a deletion request can name, and the record column it matches.
+DELETION_KINDS = {
+    "source": "source",
+    "group": "group",
+    "record_id": "record_id",
+    "content_hash": "source_content_hash",
+}

@@ -7,6 +7,7 @@ give a `UPath`, which offers the same methods (`/`, `open`, `read_text`, `exists
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -101,3 +102,11 @@ def place_tree(source: Path, target: Location) -> bool:
         else:
             target.fs.put_file(str(file), destination.path)
     return False
+
+
+def file_sha256(path: Path | UPath) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core import ledger, reasons
+from pipeline.core.identity import with_cluster_ids
 from pipeline.core.licenses import RANK, license_class
 from pipeline.dedup import label_conflicts
 from pipeline.stage import RunContext, StageResult
@@ -39,13 +40,6 @@ KEEP_KEYS = {  # rule -> (column, descending)
     "lowest_record_id": ("record_id", False),
 }
 _EMPTY_PAIRS = {"left": pl.UInt32, "right": pl.UInt32, "similarity": pl.Float64}
-
-
-def with_cluster_ids(frame: pl.LazyFrame) -> pl.LazyFrame:
-    """A record that no dedup stage has clustered yet is its own cluster."""
-    if "cluster_id" in frame.collect_schema().names():
-        return frame
-    return frame.with_columns(pl.col("record_id").alias("cluster_id"))
 
 
 def members_frame(

@@ -12,6 +12,7 @@ import polars as pl
 
 from pipeline.config import DedupConfig
 from pipeline.core import ledger, reasons
+from pipeline.core.identity import with_cluster_ids
 from pipeline.dedup import duplicates
 from pipeline.stage import RunContext, StageResult
 
@@ -19,7 +20,7 @@ STAGE = "exact_dedup"
 
 
 def exact_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
-    frame = duplicates.with_cluster_ids(frame)
+    frame = with_cluster_ids(frame)
     if not cfg.exact:
         return StageResult(frame=frame, events=ledger.empty(), stats={"dropped": 0})
     # only texts that occur more than once need a keep decision

@@ -40,7 +40,7 @@ import polars as pl
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.schema import REVIEW_ITEM_SCHEMA, review_decisions
-from pipeline.govern.stage import review_items_of, with_review_hash
+from pipeline.review import review_items_of, with_review_hash
 from pipeline.stage import RunContext, StageResult
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ import polars as pl
 
 from pipeline.config import DedupConfig, MinHashConfig
 from pipeline.core import ledger, reasons
+from pipeline.core.identity import with_cluster_ids
 from pipeline.core.progress import progress
 from pipeline.dedup import duplicates
 from pipeline.stage import RunContext, StageResult
@@ -41,7 +42,7 @@ PAIR_CHUNK = 50_000  # pairs (and texts) verified at once
 
 
 def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
-    frame = duplicates.with_cluster_ids(frame)
+    frame = with_cluster_ids(frame)
     settings = cfg.minhash
     if settings is None:
         return StageResult(frame=frame, events=ledger.empty(), stats={"dropped": 0})

@@ -35,6 +35,7 @@ import polars as pl
 
 from pipeline.config import DedupConfig, SemanticConfig
 from pipeline.core import ledger, reasons
+from pipeline.core.identity import with_cluster_ids
 from pipeline.dedup import duplicates
 from pipeline.stage import RunContext, StageResult
 from pipeline.text.embeddings import embed
@@ -46,7 +47,7 @@ NEIGHBOURS = 32  # nearest rows each row is compared with
 
 
 def semantic_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
-    frame = duplicates.with_cluster_ids(frame)
+    frame = with_cluster_ids(frame)
     semantic = cfg.semantic
     if semantic is None:
         return StageResult(frame=frame, events=ledger.empty(), stats={"dropped": 0})

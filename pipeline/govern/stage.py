@@ -26,11 +26,11 @@ import polars as pl
 from pipeline.config import PolicyConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
-from pipeline.core.schema import REVIEW_ITEM_SCHEMA, review_decisions
+from pipeline.core.schema import DELETION_KINDS, REVIEW_ITEM_SCHEMA, review_decisions
 from pipeline.govern.terms import DROP, QUARANTINE, terms_flags, terms_table
-from pipeline.stage import DELETION_KINDS, RunContext, StageResult
+from pipeline.review import masked_with_findings, with_review_hash
+from pipeline.stage import RunContext, StageResult
 from pipeline.text import content_findings
-from pipeline.text.secrets import find_secrets, mask_secrets
 
 STAGE = "govern"
 _FLAG_SCHEMA = {
@@ -122,45 +122,6 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
 
 
 # flags --------------------------------------------------------------------------------------
-
-
-def with_review_hash(records: pl.DataFrame) -> pl.DataFrame:
-    """Add the xxh3-128 of everything a reviewer sees of a record: a decision holds for
-    exactly that. Computed only for the few records a decision may concern."""
-    parts = ["text", "metadata", "group", "label", "license", "consent"]
-    joined = pl.concat_str([pl.col(p).fill_null("") for p in parts], separator="\x1f")
-    return records.with_columns(
-        xxh3_128_hex(records.select(joined).to_series()).alias("review_hash")
-    )
-
-
-def masked_for_review(values: pl.Series) -> pl.Series:
-    """`values` with every secret found in them masked (`<SECRET:type>`), for review items of
-    later stages: a record a reviewer let through as a secret false positive still holds what
-    the scanner flagged."""
-    findings = find_secrets(values)
-    if findings.height == 0:
-        return values
-    spans: dict[int, list[dict]] = {}
-    for finding in findings.iter_rows(named=True):
-        spans.setdefault(finding["index"], []).append(finding)
-    return pl.Series(
-        values.name,
-        [mask_secrets(v, spans[i]) if i in spans else v for i, v in enumerate(values)],
-        dtype=pl.String,
-    )
-
-
-def review_items_of(shown: pl.DataFrame, reason: str) -> pl.DataFrame:
-    """Review items (REVIEW_ITEM_SCHEMA) of a later stage: `shown` holds the records with
-    their review_hash and evidence; the group is hashed for deletion requests and what the
-    reviewer sees has its secrets masked."""
-    items = shown.with_columns(
-        xxh3_128_hex(shown["group"]).alias("group_hash"),
-        pl.lit(reason).alias("reason"),
-        *(masked_for_review(shown[column]) for column in ("text", "metadata", "group", "label")),
-    )
-    return items.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)
 
 
 def _ranked(flags: pl.DataFrame, order: int | pl.Expr) -> pl.DataFrame:
@@ -317,7 +278,7 @@ def _review_items(
     shown = records.join(items.select("record_id").unique(), on="record_id", how="semi")
     shown = with_review_hash(shown).with_columns(
         *(
-            pl.Series(column, _masked(shown, hidden, column), dtype=pl.String)
+            pl.Series(column, masked_with_findings(shown, hidden, column), dtype=pl.String)
             for column in content_findings.SCANNED_FIELDS
         ),
         xxh3_128_hex(shown["group"]).alias("group_hash"),
@@ -327,24 +288,6 @@ def _review_items(
         .select(REVIEW_ITEM_SCHEMA.names())
         .cast(REVIEW_ITEM_SCHEMA)
     )
-
-
-def _masked(shown: pl.DataFrame, hidden: pl.DataFrame, column: str) -> list[str | None]:
-    """The column's values with the hidden findings masked (metadata: each value, then
-    re-encoded)."""
-    in_column = pl.col("field").str.starts_with(f"{column}.") | (pl.col("field") == column)
-    spans: dict[str, list[dict[str, Any]]] = {}
-    for finding in hidden.filter(in_column).iter_rows(named=True):
-        spans.setdefault(finding["record_id"], []).append(finding)
-    mask = (
-        content_findings.mask_metadata_for_review
-        if column == "metadata"
-        else content_findings.mask_for_review
-    )
-    return [
-        mask(value, spans[record_id]) if record_id in spans and value else value
-        for record_id, value in zip(shown["record_id"], shown[column], strict=True)
-    ]
 
 
 def _stats(decided, secrets, personal, edits, approvals, review_items) -> dict[str, Any]:

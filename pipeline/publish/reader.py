@@ -14,8 +14,8 @@ import polars as pl
 
 from pipeline.core import storage
 from pipeline.core.errors import DataError
-from pipeline.core.storage import Location
-from pipeline.publish.stage import MANIFEST, file_sha256
+from pipeline.core.storage import Location, file_sha256
+from pipeline.publish.version import MANIFEST
 
 # Written beside the manifest when a version is withdrawn (`thresher catalog withdraw`).
 WITHDRAWN_MARKER = "WITHDRAWN.json"

@@ -12,66 +12,23 @@ from __future__ import annotations
 import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-from upath import UPath
 
 from pipeline.config import SPLITS, PublishConfig
 from pipeline.core import ledger, reasons
-from pipeline.core.schema import LEDGER_SCHEMA, PUBLISHED_SCHEMA, schema_description
-from pipeline.dedup.duplicates import with_cluster_ids
+from pipeline.core.identity import with_cluster_ids
+from pipeline.core.schema import PUBLISHED_SCHEMA, schema_description
+from pipeline.core.storage import file_sha256
+from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion, dataset_hash
 from pipeline.stage import RunContext
 
 STAGE = "publish"
-# Config settings that stay out of manifests (which travel with the data): webhook URLs
-# carry tokens, and who may review is nobody else's business.
-NOT_PUBLISHED = {"alerts", "review"}
-MANIFEST = "manifest.json"
 _ROW_GROUP_ROWS = 20_000
 WRITER_THREADS = 2
-
-
-@dataclass
-class StagedVersion:
-    """A complete version in a staging folder, waiting for gates and the catalog commit."""
-
-    path: Path
-    manifest: dict[str, Any]
-    events: pl.DataFrame
-
-    @property
-    def dataset_hash(self) -> str:
-        return self.manifest["dataset_hash"]
-
-    @classmethod
-    def load(cls, path: Path) -> StagedVersion:
-        """A staged version written by an earlier task (its events are in the ledger)."""
-        manifest = json.loads((path / MANIFEST).read_text())
-        return cls(path=path, manifest=manifest, events=pl.DataFrame(schema=LEDGER_SCHEMA))
-
-
-def file_sha256(path: Path | UPath) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def dataset_hash(
-    shards: list[dict], schema: list[dict], membership: dict[str, str], config_hash: str
-) -> str:
-    content = {
-        "shards": sorted([shard["path"], shard["sha256"]] for shard in shards),
-        "schema": schema,
-        "split_membership": membership,
-        "config_hash": config_hash,
-    }
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def write_shards(

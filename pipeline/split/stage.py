@@ -36,8 +36,9 @@ import polars_hash  # noqa: F401  (registers the .nchash namespace)
 from pipeline.config import SPLITS, SplitConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.errors import DataError
-from pipeline.dedup.duplicates import components, with_cluster_ids
-from pipeline.split.leakage import leakage_columns
+from pipeline.core.identity import with_cluster_ids
+from pipeline.dedup.duplicates import components
+from pipeline.leakage import leakage_columns
 from pipeline.stage import RunContext, StageResult
 
 STAGE = "split"

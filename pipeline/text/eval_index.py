@@ -54,7 +54,7 @@ from pipeline.core.errors import DataError
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.core.progress import progress
-from pipeline.publish.stage import file_sha256
+from pipeline.core.storage import file_sha256
 from pipeline.text import minhash
 from pipeline.text.word_ngrams import (
     NGRAM_VERSION,

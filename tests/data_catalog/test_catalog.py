@@ -15,7 +15,7 @@ from sqlalchemy import inspect
 from data_catalog import tables
 from data_catalog.catalog import Catalog, open_version
 from pipeline.core.errors import DataError
-from pipeline.publish.stage import StagedVersion
+from pipeline.publish.version import StagedVersion
 
 
 def test_migrations_create_the_tables_the_queries_use(tmp_path):

@@ -33,7 +33,7 @@ from data_catalog.catalog import (
 from pipeline.core.errors import ConfigError, DataError
 from pipeline.core.schema import REVIEW_ITEM_SCHEMA
 from pipeline.publish.reader import read_version
-from pipeline.publish.stage import StagedVersion
+from pipeline.publish.version import StagedVersion
 
 
 def review_rows(start: int, stop: int) -> list[dict]:
@@ -315,7 +315,7 @@ def together(step):
 from data_catalog import deletions, review_queue
 from data_catalog.catalog import Catalog
 from pipeline.config import SourceDeclaration
-from pipeline.publish.stage import StagedVersion
+from pipeline.publish.version import StagedVersion
 
 op = task["op"]
 if op == "open":

@@ -25,7 +25,7 @@ from expectations.gates import GateFailed, GateProject, suites_of
 from pipeline.config import GatesConfig, RunConfig, SourceDeclaration, SplitConfig, config_hash
 from pipeline.govern.stage import govern
 from pipeline.ingest.stage import ingest
-from pipeline.publish.stage import MANIFEST
+from pipeline.publish.version import MANIFEST
 from pipeline.stage import RunContext
 
 STARTED = datetime(2026, 11, 30, tzinfo=UTC)

@@ -11,7 +11,7 @@ from helpers import CHANGELOG_SOURCE, SMS_SOURCE, sms_rows, write_jsonl
 from pipeline.config import RunConfig, SourceDeclaration, SplitConfig, config_hash
 from pipeline.core.errors import DataError
 from pipeline.ingest.stage import ingest
-from pipeline.split.leakage import LeakageError, check_disjoint, leakage_columns
+from pipeline.leakage import LeakageError, check_disjoint, leakage_columns
 from pipeline.split.stage import group_key, hashed_split, split
 from pipeline.stage import RunContext
 

@@ -14,7 +14,7 @@ from pipeline.config import RunConfig, SourceDeclaration, SplitConfig, config_ha
 from pipeline.core import reasons
 from pipeline.core.errors import DataError
 from pipeline.ingest.stage import ingest
-from pipeline.split.leakage import check_disjoint, leakage_columns
+from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.split.stage import split
 from pipeline.stage import RunContext
 

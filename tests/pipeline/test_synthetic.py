@@ -12,7 +12,7 @@ import xxhash
 from pipeline.augment.synthetic import synthetic
 from pipeline.config import RunConfig, SyntheticPolicy, config_hash
 from pipeline.core import reasons
-from pipeline.split.leakage import check_disjoint
+from pipeline.leakage import check_disjoint
 from pipeline.stage import RunContext
 from tests.helpers import as_records
 

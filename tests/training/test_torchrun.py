@@ -12,7 +12,7 @@ from trainkit import run_manifest, sms_project, tiny, weights
 
 import training
 from data_catalog import training_runs
-from pipeline.publish.stage import file_sha256
+from pipeline.core.storage import file_sha256
 from training.run import train
 
 REPO = Path(training.__file__).resolve().parents[1]

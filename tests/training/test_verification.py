@@ -8,7 +8,7 @@ import pytest
 
 from data_catalog import training_runs
 from pipeline.core.errors import DataError
-from pipeline.publish.stage import file_sha256
+from pipeline.core.storage import file_sha256
 from training.run import train
 
 
