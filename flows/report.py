@@ -211,7 +211,7 @@ def _token_counts(
     change, so counts from an earlier report of it are reused."""
     if previous and previous.get("dataset_hash") == dataset_hash and previous.get("tokenizer"):
         return previous["tokenizer"], {n: s["tokens"] for n, s in previous["splits"].items()}
-    from training.config import TokenizerConfig
+    from pipeline.config.train import TokenizerConfig
     from training.tokenization import load_minilm
 
     tokenizer, record = load_minilm(TokenizerConfig())

@@ -52,7 +52,9 @@ def review_items_of(shown: pl.DataFrame, reason: str) -> pl.DataFrame:
     return items.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)
 
 
-def masked_with_findings(shown: pl.DataFrame, hidden: pl.DataFrame, column: str) -> list[str | None]:
+def masked_with_findings(
+    shown: pl.DataFrame, hidden: pl.DataFrame, column: str
+) -> list[str | None]:
     """The column's values with the hidden findings masked (metadata: each value, then
     re-encoded)."""
     in_column = pl.col("field").str.starts_with(f"{column}.") | (pl.col("field") == column)

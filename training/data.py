@@ -23,10 +23,10 @@ import numpy as np
 import polars as pl
 
 from data_catalog import open_version
+from pipeline.config.train import TrainConfig
 from pipeline.core import storage
 from pipeline.core.errors import DataError
 from pipeline.publish.reader import PublishedVersion
-from training.config import TrainConfig
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim import AdamW
 from torch.optim.lr_scheduler import LambdaLR
 
+from pipeline.config.train import TrainConfig
 from pipeline.core.errors import ThresherError
 from training import checkpoint
-from training.config import TrainConfig
 from training.data import SplitStream, TrainingData, batches, rank_share
 from training.distributed import World
 from training.models import parameter_groups

@@ -13,8 +13,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
+from pipeline.config.train import TrainConfig
 from pipeline.text.embeddings import model_path
-from training.config import TrainConfig
 from training.tokenization import files_digest
 
 

@@ -23,9 +23,9 @@ import torch
 from data_catalog import training_runs
 from data_catalog.catalog import Catalog
 from pipeline.config import load_run_config
+from pipeline.config.train import TrainConfig
 from pipeline.core.errors import DataError
 from training import checkpoint, distributed, manifest, plots
-from training.config import TrainConfig
 from training.data import TrainingData, check_features, open_training_version
 from training.loop import Batcher, Trainer, check_resumable
 from training.models import build_model

@@ -16,8 +16,8 @@ from typing import Any
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from pipeline.config.train import TokenizerConfig
 from pipeline.text.embeddings import model_path
-from training.config import TokenizerConfig
 
 MINILM_TOKENIZER_FILES = (
     "tokenizer.json",

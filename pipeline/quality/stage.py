@@ -13,13 +13,14 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.config import QualityConfig
+from pipeline.config.quality import LineRules
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.stage import RunContext, StageResult
 from pipeline.text.gopher import gopher_decisions, gopher_signals, rules
 from pipeline.text.langid import identify
-from pipeline.text.line_rules import LineRules, apply_line_rules
+from pipeline.text.line_rules import apply_line_rules
 
 __all__ = ["gopher_decisions", "measure", "quality"]
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict
+
+from pipeline.config.quality import GopherThresholds
 
 _CLITICS = (
     (r"(\p{L})(n't)\b", "${1} ${2}"),
@@ -48,28 +49,6 @@ _SYMBOL_TOKEN = (
 STOP_WORDS = ["the", "be", "to", "of", "and", "that", "have", "with"]
 _SPLITLINES = r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
 _BATCH = 50_000  # documents per pass: their tokens, exploded, stay in memory
-
-
-class GopherThresholds(BaseModel):
-    """datatrove's defaults; a None disables a check."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min_doc_words: int | None = 50
-    max_doc_words: int | None = 100_000
-    min_avg_word_length: float | None = 3
-    max_avg_word_length: float | None = 10
-    max_symbol_word_ratio: float | None = 0.1
-    max_bullet_lines_ratio: float | None = 0.9
-    max_ellipsis_lines_ratio: float | None = 0.3
-    min_alpha_words_ratio: float | None = 0.8
-    min_stop_words: int | None = 2
-    dup_para_frac: float | None = 0.3
-    dup_para_char_frac: float | None = 0.2
-    dup_line_frac: float | None = 0.3
-    dup_line_char_frac: float | None = 0.2
-    top_n_grams: dict[int, float] = {2: 0.2, 3: 0.18, 4: 0.16}
-    dup_n_grams: dict[int, float] = {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
 
 
 def tokens(text: pl.Expr) -> pl.Expr:

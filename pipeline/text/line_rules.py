@@ -31,8 +31,8 @@ and U+FFFD), and of C0/C1 control characters other than tab, newline and carriag
 from __future__ import annotations
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict
 
+from pipeline.config.quality import LineRules
 from pipeline.text.gopher import tokens
 
 
@@ -71,31 +71,6 @@ REASONS = (
     "fineweb_char_duplicates",
     "fineweb_list_like",
 )
-
-
-class LineRules(BaseModel):
-    """Bounds of the C4, FineWeb and encoding rules; None (or False) turns a rule off."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    # C4 line removals (Raffel et al. 2020 §2.2 and the TFDS c4 cleaning)
-    c4_terminal_punctuation: bool = True
-    c4_min_words_per_line: int | None = 3
-    c4_max_word_length: int | None = 1000
-    c4_javascript: bool = True
-    c4_policy: bool = True
-    # C4 whole-document drops
-    c4_lorem_ipsum: bool = True
-    c4_curly_braces: bool = True
-    # FineWeb drops (datatrove FineWebQualityFilter defaults)
-    fineweb_line_punct_ratio: float | None = 0.12  # dropped when the share is below
-    fineweb_short_line_ratio: float | None = 0.67  # dropped when the share is above
-    fineweb_short_line_length: int = 30
-    fineweb_char_duplicates_ratio: float | None = 0.01  # dropped when above
-    fineweb_new_line_ratio: float | None = 0.3  # dropped when above
-    # Encoding (Thresher's bounds): dropped when above
-    max_mojibake_ratio: float | None = 0.0005
-    max_control_char_ratio: float | None = 0.0
 
 
 def _lines(rules: LineRules, line_removals: bool) -> tuple[list[pl.Expr], list[pl.Expr]]:

@@ -15,9 +15,9 @@ import pytest
 from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
 
 from data_catalog.catalog import Catalog
+from pipeline.config.train import TrainConfig
 from pipeline.core import ledger, reasons
 from pipeline.publish.reader import read_version
-from training.config import TrainConfig
 from training.data import check_features, open_training_version
 
 pytestmark = pytest.mark.usefixtures("prefect_server")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.text.gopher import GopherThresholds, gopher_decisions, gopher_signals, tokens
+from pipeline.config.quality import GopherThresholds
+from pipeline.text.gopher import gopher_decisions, gopher_signals, tokens
 
 # 59 words, 64 tokens, several stop words, hardly a repeated pair of words
 PARAGRAPH = (

@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from pipeline.text.line_rules import LineRules, apply_line_rules
+from pipeline.config.quality import LineRules
+from pipeline.text.line_rules import apply_line_rules
 
 # a line every rule keeps: terminal punctuation, > 30 characters, no notice, no brace
 ANCHOR = "The garden needs water every single morning in summer."

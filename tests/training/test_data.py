@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import training.data
+from pipeline.config.train import TrainConfig
 from pipeline.core import storage
 from pipeline.core.errors import DataError
 from pipeline.publish.reader import PublishedVersion
-from training.config import TrainConfig
 from training.data import SplitStream, TrainingData, batches, rank_share
 from training.run import train
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from pipeline.config.base import Strict
 
 PositiveInt = Annotated[int, Field(gt=0)]
 Every = PositiveInt | Literal["epoch"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class EarlyStopping(Strict):

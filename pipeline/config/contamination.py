@@ -1,0 +1,80 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from pipeline.config.base import SLUG, Similarity, Strict, _switch
+
+ContaminationAction = Literal["drop", "quarantine"]
+
+
+class NgramCheck(Strict):
+    """Shared word n-grams after lower-casing and removing punctuation and extra spaces."""
+
+    n: Annotated[int, Field(ge=2, le=64)] = Field(13, description="words per n-gram (GPT-3: 13)")
+    short_n: Annotated[int, Field(ge=2, le=64)] = Field(
+        5, description="n for items shorter than n words; items shorter than this are skipped"
+    )
+    short_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        0.8, description="share of a short item's n-grams a record must hold"
+    )
+    action: ContaminationAction = "drop"
+
+    @model_validator(mode="after")
+    def _short_below_n(self) -> NgramCheck:
+        if self.short_n > self.n:
+            raise ValueError(f"short_n ({self.short_n}) must not exceed n ({self.n})")
+        return self
+
+
+class MinHashCheck(Strict):
+    """Estimated Jaccard similarity of word-shingle sets, confirmed exactly."""
+
+    threshold: Similarity = 0.8
+    num_perm: Annotated[int, Field(ge=16, le=1024)] = 128
+    ngram: Annotated[int, Field(ge=1, le=32)] = 5
+    seed: Annotated[int, Field(ge=0)] = 1
+    action: ContaminationAction = "quarantine"
+
+
+class EmbeddingCheck(Strict):
+    """Cosine similarity of all-MiniLM-L6-v2 embeddings: paraphrase and reformatting."""
+
+    threshold: Similarity = 0.85
+    batch_size: Annotated[int, Field(ge=1)] = 64
+    action: ContaminationAction = "quarantine"
+
+
+class ContaminationMethods(Strict):
+    exact: ContaminationAction | None = "drop"
+    ngram: NgramCheck | None = NgramCheck()
+    minhash: MinHashCheck | None = MinHashCheck()
+    embedding: EmbeddingCheck | None = Field(
+        None, description="off by default: embedding costs about 4 ms per record on a CPU"
+    )
+
+    @field_validator("exact", mode="before")
+    @classmethod
+    def _exact_on_off(cls, value: Any) -> Any:
+        return {True: "drop", False: None}.get(value, value) if isinstance(value, bool) else value
+
+    @field_validator("ngram", "minhash", "embedding", mode="before")
+    @classmethod
+    def _on_off(cls, value: Any) -> Any:
+        return _switch(value)
+
+
+class ContaminationConfig(Strict):
+    """Training (and validation) records checked against this run's test split and against
+    registered evaluation sets (`thresher eval register`); a match is dropped or quarantined
+    with reason `contaminated_eval`."""
+
+    protected: Literal["all"] | list[Annotated[str, Field(pattern=SLUG)]] = Field(
+        "all", description="registered evaluation sets to protect, or all of them"
+    )
+    check: list[Literal["train", "validation"]] = ["train", "validation"]
+    against_test: bool = Field(True, description="also check against this run's test split")
+    methods: ContaminationMethods = ContaminationMethods()

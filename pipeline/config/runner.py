@@ -1,0 +1,93 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from pipeline.config.base import Strict
+
+
+class RunnerConfig(Strict):
+    """Where the per-record stages run, part by part: threads here, or a Dask cluster."""
+
+    kind: Literal["local", "dask"] = "local"
+    address: str | None = Field(
+        None,
+        description="scheduler of an existing Dask cluster (tcp://host:8786); without one, "
+        "`dask` starts a temporary cluster on this machine",
+    )
+    workers: Annotated[int, Field(ge=1)] = Field(
+        2, description="threads (local) or Dask workers of a temporary cluster"
+    )
+    # bench/README.md: each part costs ~0.1 s of governance set-up (plus ~0.2 s on Dask), so
+    # parts are large; they bound a worker's memory
+    part_rows: Annotated[int, Field(ge=1)] = Field(
+        500_000, description="records per part handed to a worker"
+    )
+
+    @model_validator(mode="after")
+    def _address_needs_dask(self) -> RunnerConfig:
+        if self.address and self.kind != "dask":
+            raise ValueError("runner.address is for kind: dask")
+        return self
+
+
+class AlertsConfig(Strict):
+    """Who hears about a failed or crashed run: a webhook gets a JSON POST, a command gets the
+    same JSON on stdin."""
+
+    webhook: str | None = Field(None, pattern=r"^https?://")
+    command: list[str] | None = None
+    timeout_s: Annotated[float, Field(gt=0)] = 10.0
+
+
+class GatesConfig(Strict):
+    """Great Expectations gates (expectations/): the bounds their suites are checked against.
+
+    Three gates run on every run: ingested records, governed records and the published
+    splits. A failed gate stops the run before the catalog commit.
+    """
+
+    enabled: bool = True
+    min_text_chars: Annotated[int, Field(ge=0)] = 1
+    max_text_chars: Annotated[int, Field(gt=0)] = 1_000_000
+    earliest_timestamp: datetime = Field(
+        datetime(1970, 1, 1, tzinfo=UTC), description="no record may be older"
+    )
+    future_days: Annotated[float, Field(ge=0)] = Field(
+        1.0, description="no record may be newer than the run's start plus this many days"
+    )
+    split_tolerance: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.1,
+        description="how far a split's share of the records may stray from its fraction "
+        "(plus a binomial allowance for few groups); checked for group splits and quantile "
+        "cutoffs, where the fractions are targets",
+    )
+    batch_rows: Annotated[int, Field(gt=0)] = Field(
+        100_000, description="records per Great Expectations batch in per-record checks"
+    )
+
+    @field_validator("earliest_timestamp")
+    @classmethod
+    def _utc(cls, when: datetime) -> datetime:
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GatesConfig:
+        if self.min_text_chars > self.max_text_chars:
+            raise ValueError("min_text_chars must not be above max_text_chars")
+        return self
+
+
+class ReviewConfig(Strict):
+    """The reviewer web page (`thresher review serve`). Decisions need a reviewer token: one
+    listed here by its sha256 (`thresher review token NAME` makes one), or the shared token
+    in $THRESHER_REVIEW_TOKEN."""
+
+    reviewers: dict[str, Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]] = Field(
+        {}, description="reviewer name -> sha256:<hex digest of their token>"
+    )
+    session_minutes: Annotated[int, Field(gt=0)] = 480
