@@ -34,27 +34,17 @@ from expectations.checks import approved_records, check_governed, check_ingested
 from expectations.gates import GateFailed, GateProject, GateResult
 from flows.alerts import on_failure, report_interrupted
 from flows.report import GATES_FILE, write_failed_run_report, write_version_report
-from pipeline.augment.augment import augment
-from pipeline.augment.synthetic import synthetic
 from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
-from pipeline.contamination.stage import contamination
 from pipeline.core import ledger, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError
-from pipeline.dedup.boilerplate import boilerplate
-from pipeline.dedup.exact import exact_dedup
-from pipeline.dedup.near import near_dedup
-from pipeline.dedup.semantic import semantic_dedup
-from pipeline.govern.stage import govern
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, ingest
 from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.publish.reader import read_version
 from pipeline.publish.stage import publish
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion
-from pipeline.quality.stage import quality
 from pipeline.split.field_leakage import field_lists, single_feature_check
-from pipeline.split.stage import split
-from pipeline.stage import RunContext
+from pipeline.stage import CURATE_STAGES, STAGES, RunContext
 from pipeline.text.eval_index import EvalSet
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
@@ -211,7 +201,7 @@ def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = Non
 def ingest_task(plan: RunPlan) -> dict[str, Any]:
     out = plan.stage_dir("ingest")
     result = ingest(plan.config.source_list, plan.context(), out)
-    ledger.write_part(result.events, plan.ledger_dir, "1-ingest")
+    ledger.write_part(result.events, plan.ledger_dir, STAGES["ingest"].ledger_part)
     get_run_logger().info(
         "ingest: %s records in, %s dropped (bad rows and repeated ids)",
         result.stats["records_in"],
@@ -220,19 +210,24 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
     return {"path": str(out), "stats": result.stats}
 
 
-def _run_stage(
-    plan: RunPlan, name: str, order: int | str, stage, stage_config, input_dir: str
-) -> dict[str, Any]:
+@task(**TASK_OPTIONS)
+def stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
+    """Run one records stage of the registry on the previous stage's output, then check
+    its post-conditions: with no_leakage, no group, cluster or text may span two splits
+    (split, and augment after variants joined their origins' split), or the run fails."""
+    stage = STAGES[name]
     frame = pl.scan_parquet(Path(input_dir) / "*.parquet")
-    result = stage(frame, stage_config, plan.context())
+    result = stage(frame, plan.config, plan.context())
     out = plan.stage_dir(name)
     out.mkdir(parents=True, exist_ok=True)
     result.frame.sink_parquet(out / "part-00000.parquet", **INTERMEDIATE_PARQUET)
-    ledger.write_part(result.events, plan.ledger_dir, f"{order}-{name}")
+    ledger.write_part(result.events, plan.ledger_dir, stage.ledger_part)
     stats = dict(result.stats)
     if result.review_items is not None:
         stats["queued_new"] = _enqueue_for_review(plan, result.review_items)
     get_run_logger().info("%s: %s", name, json.dumps(stats))
+    if "no_leakage" in stage.checks:
+        check_disjoint(pl.scan_parquet(out / "*.parquet"), leakage_columns(plan.config.split))
     return {"path": str(out), "stats": stats}
 
 
@@ -285,11 +280,11 @@ def govern_part_task(plan: RunPlan, input_dir: str, part: int, offset: int) -> d
         )
     rows = plan.config.runner.part_rows
     frame = pl.scan_parquet(Path(input_dir) / "*.parquet").slice(offset, rows)
-    result = govern(frame, plan.config.policy, plan.context(with_parent=False))
+    result = STAGES["govern"](frame, plan.config, plan.context(with_parent=False))
     out = plan.stage_dir("govern")
     out.mkdir(parents=True, exist_ok=True)
     result.frame.sink_parquet(out / f"part-{part:05d}.parquet", **INTERMEDIATE_PARQUET)
-    ledger.write_part(result.events, plan.ledger_dir, f"2-govern-{part:05d}")
+    ledger.write_part(result.events, plan.ledger_dir, f"{STAGES['govern'].ledger_part}-{part:05d}")
     review = plan.stage_dir("govern-review") / f"part-{part:05d}.parquet"
     review.parent.mkdir(parents=True, exist_ok=True)
     result.review_items.write_parquet(review)
@@ -347,62 +342,6 @@ def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(sorted(total.items()))
 
 
-@task(name="quality", **TASK_OPTIONS)
-def quality_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "quality", 3, quality, plan.config.quality, input_dir)
-
-
-@task(name="exact_dedup", **TASK_OPTIONS)
-def exact_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "exact_dedup", 4, exact_dedup, plan.config.dedup, input_dir)
-
-
-@task(name="near_dedup", **TASK_OPTIONS)
-def near_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "near_dedup", 5, near_dedup, plan.config.dedup, input_dir)
-
-
-@task(name="boilerplate", **TASK_OPTIONS)
-def boilerplate_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "boilerplate", "5b", boilerplate, plan.config.dedup, input_dir)
-
-
-@task(name="semantic_dedup", **TASK_OPTIONS)
-def semantic_dedup_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "semantic_dedup", 6, semantic_dedup, plan.config.dedup, input_dir)
-
-
-@task(name="split", **TASK_OPTIONS)
-def split_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    """Split, then prove it: no group, cluster or content in two splits, or the run fails."""
-    assigned = _run_stage(plan, "split", 7, split, plan.config.split, input_dir)
-    check_disjoint(
-        pl.scan_parquet(Path(assigned["path"]) / "*.parquet"), leakage_columns(plan.config.split)
-    )
-    return assigned
-
-
-@task(name="synthetic", **TASK_OPTIONS)
-def synthetic_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "synthetic", "7b", synthetic, plan.config.synthetic, input_dir)
-
-
-@task(name="augment", **TASK_OPTIONS)
-def augment_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    """Augment train records, then prove again that no group, cluster or text spans splits:
-    synthetic records moved and variants joined their origins' split."""
-    augmented = _run_stage(plan, "augment", "7c", augment, plan.config.augment, input_dir)
-    check_disjoint(
-        pl.scan_parquet(Path(augmented["path"]) / "*.parquet"), leakage_columns(plan.config.split)
-    )
-    return augmented
-
-
-@task(name="contamination", **TASK_OPTIONS)
-def contamination_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    return _run_stage(plan, "contamination", 8, contamination, plan.config.contamination, input_dir)
-
-
 def _staging_dir(plan: RunPlan) -> Path:
     return plan.workdir / "datasets" / plan.config.name / f".staging-{plan.run_id}"
 
@@ -457,7 +396,7 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
             "fields": fields,
         },
     )
-    ledger.write_part(staged.events, plan.ledger_dir, "9-publish")
+    ledger.write_part(staged.events, plan.ledger_dir, STAGES["publish"].ledger_part)
     return {
         "path": str(staging),
         "dataset_hash": staged.dataset_hash,
@@ -619,18 +558,8 @@ def _published_splits(version_dir: storage.Location) -> dict[str, dict[str, int]
     return {name: found.get(name, {"records": 0, "groups": 0}) for name in SPLITS}
 
 
-# The stages between governance and publishing, in order: each reads the one before.
-RECORD_STAGES = (
-    ("quality", quality_task),
-    ("exact_dedup", exact_dedup_task),
-    ("near_dedup", near_dedup_task),
-    ("boilerplate", boilerplate_task),
-    ("semantic_dedup", semantic_dedup_task),
-    ("split", split_task),
-    ("synthetic", synthetic_task),
-    ("augment", augment_task),
-    ("contamination", contamination_task),
-)
+# The stages between governance and publishing, in registry order: each reads the one before.
+RECORD_STAGES = tuple(s.name for s in CURATE_STAGES if s.kind == "records" and s.runs == "whole")
 
 
 @flow(name="curate", log_prints=True, on_failure=[on_failure], on_crashed=[on_failure])
@@ -650,8 +579,8 @@ def curate(config_path: str) -> dict[str, Any]:
         gates.append(gate_task(plan, "governed", governed["path"]))
         stages = {"govern": governed}
         path = governed["path"]
-        for name, stage_task in RECORD_STAGES:
-            stages[name] = stage_task(plan, path)
+        for name in RECORD_STAGES:
+            stages[name] = stage_task.with_options(name=name)(plan, name, path)
             path = stages[name]["path"]
         stats = {name: stage["stats"] for name, stage in stages.items()}
         staged = publish_task(plan, path, stats)

@@ -38,8 +38,6 @@ The summary goes to stderr; with `--json` it is also printed as one JSON object 
 from __future__ import annotations
 
 import contextlib
-import csv
-import importlib
 import re
 import time
 from pathlib import Path
@@ -51,11 +49,8 @@ import typer
 from flows.cli_common import JsonOption, emit, fail, stderr
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
-STAGES = {  # method -> (module, stage function), run in this order by `all`
-    "exact": ("pipeline.dedup.exact", "exact_dedup"),
-    "minhash": ("pipeline.dedup.near", "near_dedup"),
-    "semantic": ("pipeline.dedup.semantic", "semantic_dedup"),
-}
+# method -> its stage in the registry (pipeline/stage.py), run in this order by `all`
+METHODS = {"exact": "exact_dedup", "minhash": "near_dedup", "semantic": "semantic_dedup"}
 KEEP_RULES = {"first": ["earliest_timestamp"], "longest": ["longest_text", "earliest_timestamp"]}
 OPTIONS = {"dedup.minhash.threshold": "--minhash-threshold"}
 OPTIONS |= {"dedup.semantic.threshold": "--semantic-threshold"}
@@ -95,7 +90,7 @@ def dedup(
     from pipeline.stage import RunContext
 
     started = time.perf_counter()
-    methods = [name for name in STAGES if method in (name, "all")]
+    methods = [name for name in METHODS if method in (name, "all")]
     thresholds = {"minhash": minhash_threshold, "semantic": semantic_threshold}
     for name, value in thresholds.items():
         if value is not None and name not in methods:
@@ -167,9 +162,10 @@ def _run_config(input, fmt, text_field, id_field, methods, output, keep, thresho
 
 
 def _stage(name: str):
-    module, function = STAGES[name]
+    from pipeline.stage import STAGES
+
     try:
-        return getattr(importlib.import_module(module), function)
+        return STAGES[METHODS[name]].load()
     except ImportError as error:
         fail(f"--method {name} is not available in this installation ({error}); pick another")
 
@@ -215,20 +211,14 @@ def _read(path: Path, source) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
 
 
 def _check_fields(path: Path, fmt: str, wanted: list[str | None]) -> None:
-    try:
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
+    from pipeline.ingest.files import field_names, missing_field
 
-            names = pq.read_schema(path).names
-        else:
-            with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
-                names = next(csv.reader(handle), [])
-    except Exception:  # noqa: BLE001 — the reader names what is wrong with the file
+    names = field_names(path, fmt)
+    if names is None:  # the reader names what is wrong with the file
         return
     for name, option in zip(wanted, ["--text-field", "--id-field"], strict=True):
         if name is not None and name not in names:
-            has = ", ".join(names) or "none"
-            fail(f"{path}: no field {name!r} (fields: {has}); pass the right one with {option}")
+            fail(missing_field(path, name, names, f"pass the right one with {option}"))
 
 
 def _run_stages(records: pl.DataFrame, stages: dict, cfg, ctx) -> pl.DataFrame:

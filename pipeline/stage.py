@@ -1,22 +1,33 @@
-"""The stage contract: `stage(frame, cfg, ctx) -> StageResult(frame, events, stats)`.
+"""The stage contract, and the ordered registry of the curate stages.
 
-A stage measures and decides. Catalog state it needs arrives in the RunContext as data,
-loaded by the flow; a stage never writes outside the run's folder.
+A stage is `stage(frame, cfg, ctx) -> StageResult(frame, events, stats)`: it reads its input
+records as a LazyFrame and its own config section, measures and decides, and returns the
+records that go on, one ledger event per decision, and small stats. Catalog state it needs
+(approvals, deletion requests, the parent version, evaluation sets) arrives in the
+RunContext as data, loaded by the flow; a stage never writes outside the run's folder.
+
+Two ends of the registry have another shape, said in their `kind`: ingest is the *source*
+(`ingest(sources, ctx, out_dir)`: it reads the declared files, there is no input frame) and
+publish the *sink* (`publish(frame, cfg, ctx, staging_dir, extra)`: it writes a version).
+
+`CURATE_STAGES` is the one list of the stages in order. flows/curate.py builds its tasks from
+it and `thresher dedup` finds its methods in it; a stage's function is imported the first
+time it runs, so that a caller pays only for the stages it uses.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import polars as pl
 
 from pipeline.config import RunConfig
-
-if TYPE_CHECKING:
-    from pipeline.text.eval_index import EvalSet
+from pipeline.text.eval_index import EvalSet
 
 
 @dataclass(frozen=True)
@@ -47,3 +58,72 @@ class StageResult:
     stats: dict[str, Any] = field(default_factory=dict)
     # Records for the reviewer queue (REVIEW_ITEM_SCHEMA), secrets already masked.
     review_items: pl.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One curate stage: its name (in the ledger, the flow's task and the run's stage
+    folder), the config section it reads, where its function is, the columns it adds, how it
+    runs and what the flow proves about its output."""
+
+    name: str
+    section: str  # the RunConfig attribute handed to the function as `cfg`
+    function: str  # "module:attribute"
+    # the columns it may set or rewrite (it reads canonical records: RECORD_SCHEMA, with
+    # cluster_id and split once a stage has added them); tests/pipeline/test_stage.py checks
+    adds: tuple[str, ...] = ()
+    kind: Literal["source", "records", "sink"] = "records"
+    # per_part: records are decided one by one, so parts run as separate tasks (on threads or
+    # a Dask cluster); whole: the stage reads every record at once.
+    runs: Literal["per_part", "whole"] = "whole"
+    # post-conditions the flow checks on the output: "no_leakage" = no group, duplicate
+    # cluster or text in two splits (pipeline/leakage.py)
+    checks: tuple[str, ...] = ()
+
+    def load(self) -> Callable[..., Any]:
+        module, attribute = self.function.split(":")
+        return getattr(import_module(module), attribute)
+
+    def settings(self, cfg: RunConfig) -> Any:
+        return getattr(cfg, self.section)
+
+    def __call__(self, frame: pl.LazyFrame, cfg: RunConfig, ctx: RunContext) -> StageResult:
+        """Run a records stage on `frame` with its section of `cfg`."""
+        if self.kind != "records":
+            raise TypeError(f"the {self.name} stage is the {self.kind}: call its function")
+        return self.load()(frame, self.settings(cfg), ctx)
+
+    @property
+    def ledger_part(self) -> str:
+        """The name of its ledger part: parts sort in stage order, however many stages."""
+        return f"{CURATE_STAGES.index(self) + 1:02d}-{self.name}"
+
+
+CURATE_STAGES: tuple[Stage, ...] = (
+    Stage("ingest", "sources", "pipeline.ingest.stage:ingest", kind="source"),
+    Stage(
+        "govern", "policy", "pipeline.govern.stage:govern", runs="per_part",
+        adds=("text", "metadata", "group", "license", "consent", "content_hash"),
+    ),
+    Stage("quality", "quality", "pipeline.quality.stage:quality", adds=("text", "content_hash")),
+    Stage("exact_dedup", "dedup", "pipeline.dedup.exact:exact_dedup", adds=("cluster_id",)),
+    Stage("near_dedup", "dedup", "pipeline.dedup.near:near_dedup", adds=("cluster_id",)),
+    Stage(
+        "boilerplate", "dedup", "pipeline.dedup.boilerplate:boilerplate",
+        adds=("text", "content_hash"),
+    ),
+    Stage(
+        "semantic_dedup", "dedup", "pipeline.dedup.semantic:semantic_dedup", adds=("cluster_id",)
+    ),
+    Stage(
+        "split", "split", "pipeline.split.stage:split", adds=("split",), checks=("no_leakage",)
+    ),
+    Stage("synthetic", "synthetic", "pipeline.augment.synthetic:synthetic", adds=("split",)),
+    Stage(
+        "augment", "augment", "pipeline.augment.augment:augment",
+        adds=("augmented_from",), checks=("no_leakage",),
+    ),
+    Stage("contamination", "contamination", "pipeline.contamination.stage:contamination"),
+    Stage("publish", "publish", "pipeline.publish.stage:publish", kind="sink"),
+)  # fmt: skip
+STAGES = {stage.name: stage for stage in CURATE_STAGES}

@@ -245,7 +245,7 @@ def test_minhash_finds_edited_copies_of_real_messages(tmp_path, near_copies):
 
 def test_all_points_a_chain_at_the_row_finally_kept(tmp_path, monkeypatch, near_copies):
     pytest.importorskip("pipeline.dedup.near")
-    monkeypatch.delitem(dedup_cli.STAGES, "semantic")  # no model: exact, then minhash
+    monkeypatch.delitem(dedup_cli.METHODS, "semantic")  # no model: exact, then minhash
     texts, _ = near_copies
     edited = texts[0] + " ok"
     rows = [texts[0], edited, texts[1], edited]  # 3: exact copy of 1, a near copy of 0
