@@ -210,7 +210,8 @@ def describe(records_path: Path, items_path: Path) -> dict:
 
 def run_thresher(records_path: Path, items_path: Path) -> tuple[dict, np.ndarray]:
     from pipeline.config import ContaminationMethods
-    from pipeline.text.eval_index import WORKERS, ContaminationIndex, eval_items
+    from pipeline.text.eval_index import WORKERS, ContaminationIndex
+    from pipeline.text.eval_sets import eval_items
 
     records = pl.read_parquet(records_path, columns=["text", "content_hash"])
     texts = pl.read_parquet(items_path)["text"]

@@ -45,7 +45,7 @@ from pipeline.publish.stage import publish
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion
 from pipeline.split.field_leakage import field_lists, single_feature_check
 from pipeline.stage import CURATE_STAGES, STAGES, RunContext
-from pipeline.text.eval_index import EvalSet
+from pipeline.text.eval_sets import EvalSet
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 # host, pid, process start time and Prefect flow run of the process running it, while it runs

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The `synthetic:`, `augment:` and `field_leakage:` sections: records of synthetic sources,
+checked augmentation of train records, and the single-feature leakage check."""
 
 from __future__ import annotations
 

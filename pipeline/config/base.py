@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""What every config model shares: the strict base (unknown keys rejected, frozen) and a few
+constrained types."""
 
 from __future__ import annotations
 

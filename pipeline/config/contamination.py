@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The `contamination:` section: what is checked against the test split and registered
+evaluation sets, by which methods, and what a match does."""
 
 from __future__ import annotations
 

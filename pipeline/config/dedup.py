@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The `dedup:` section: exact, MinHash near and semantic dedup, boilerplate segments, the
+keep rule and label conflicts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""Validation errors explained with the file, the line, the section or source and the field."""
 
 from __future__ import annotations
 

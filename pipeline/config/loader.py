@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""Loading a run config from YAML: sources files, paths resolved against the file that
+declared them, line numbers for every error, and checks that need the whole config."""
 
 from __future__ import annotations
 

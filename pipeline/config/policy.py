@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""The `policy:` section: licenses, consent, uses, secrets and personal data, per source too."""
 
 from __future__ import annotations
 

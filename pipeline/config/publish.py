@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""The `publish:` section: shard size, compression, and where versions are stored."""
 
 from __future__ import annotations
 

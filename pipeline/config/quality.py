@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The `quality:` section: filter profiles per source, languages, and the bounds of the
+Gopher, C4, FineWeb and encoding rules."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The run config: one typed model per stage, composed, loaded from one YAML file.
-
-Unknown keys are rejected everywhere. Errors name the file, the line, the section or
-source, and the field. Relative paths resolve against the file that declared them.
-"""
+"""`RunConfig`: every section composed into one model, and the config hash, which leaves out
+where and how a run happens so that the same inputs and config hash the same anywhere."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""Where and how a run happens, who hears of a failure, the gates' bounds and who reviews:
+the `runner:`, `alerts:`, `gates:` and `review:` sections (none is in the config hash)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""Source declarations: where the data is, how to read it, and on what terms it is held."""
 
 from __future__ import annotations
 

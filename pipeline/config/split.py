@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""The `split:` section: strategy, fractions, time cutoffs, stratification and conflicts."""
 
 from __future__ import annotations
 

@@ -40,10 +40,3 @@ def record_key(source: str | pl.Expr, *parts: pl.Expr) -> pl.Expr:
 def record_id_of(source: str, source_id: str) -> str:
     """The record_id of the record with id `source_id` in `source` (as ingest computes it)."""
     return xxh3_128_hex(pl.Series([f"{source}{KEY_SEPARATOR}{source_id}"]))[0]
-
-
-def with_cluster_ids(frame: pl.LazyFrame) -> pl.LazyFrame:
-    """A record that no dedup stage has clustered yet is its own cluster."""
-    if "cluster_id" in frame.collect_schema().names():
-        return frame
-    return frame.with_columns(pl.col("record_id").alias("cluster_id"))

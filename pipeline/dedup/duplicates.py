@@ -22,15 +22,14 @@ similar; the evidence records the similarity of the dropped record to the kept o
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-import numpy as np
 import polars as pl
 
 from pipeline.core import ledger, reasons
-from pipeline.core.identity import with_cluster_ids
+from pipeline.core.clusters import components, with_cluster_ids
 from pipeline.core.licenses import RANK, license_class
 from pipeline.dedup import label_conflicts
+from pipeline.dedup.resolution import EMPTY_CLUSTERS, Resolution
 from pipeline.stage import RunContext, StageResult
 
 KEEP_KEYS = {  # rule -> (column, descending)
@@ -90,46 +89,10 @@ def _license_ranks(members: pl.DataFrame, ctx: RunContext) -> pl.DataFrame:
     return pairs.with_columns(pl.Series("_license_rank", ranks, dtype=pl.Int64))
 
 
-def components(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Connected components of the graph with edges (left[k], right[k]), by union-find done
-    for all edges at once: each round hooks the larger root of every edge under the smaller,
-    then compresses paths by pointer jumping. Returns (nodes, the smallest node of each
-    node's component)."""
-    nodes = np.unique(np.concatenate([left, right]))
-    a, b = np.searchsorted(nodes, left), np.searchsorted(nodes, right)
-    parent = np.arange(len(nodes))
-    while True:
-        root_a, root_b = parent[a], parent[b]
-        apart = root_a != root_b
-        if not apart.any():
-            return nodes, nodes[parent]
-        low, high = (
-            np.minimum(root_a[apart], root_b[apart]),
-            np.maximum(root_a[apart], root_b[apart]),
-        )
-        np.minimum.at(parent, high, low)
-        while True:
-            grand = parent[parent]
-            if np.array_equal(grand, parent):
-                break
-            parent = grand
-
-
 def pairs_frame(left, right, similarity) -> pl.DataFrame:
     return pl.DataFrame(
         {"left": left, "right": right, "similarity": similarity}, schema=_EMPTY_PAIRS
     )
-
-
-_EMPTY_CLUSTERS = {"_i": pl.UInt32, "kept_i": pl.UInt32}
-
-
-@dataclass
-class Resolution:
-    dropped: pl.DataFrame  # _i, kept_i, cluster_id, and the members' columns
-    cluster_ids: pl.DataFrame  # _i, cluster_id: new cluster ids of kept members
-    # _i, kept_i: every member of every duplicate cluster (the kept one and published ones too)
-    clusters: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_EMPTY_CLUSTERS))
 
 
 def resolve(
@@ -151,7 +114,7 @@ def resolve(
         dropped = ranked.filter((pl.col("_i") != pl.col("kept_i")) & ~pl.col("_published"))
         clusters = ranked.select("_i", "kept_i")
     else:
-        clusters = pl.DataFrame(schema=_EMPTY_CLUSTERS)
+        clusters = pl.DataFrame(schema=EMPTY_CLUSTERS)
         dropped = members.clear().with_columns(
             pl.lit(None, pl.UInt32).alias("kept_i"),
             pl.lit(None, pl.String).alias("kept_record_id"),

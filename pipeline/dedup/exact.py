@@ -12,7 +12,7 @@ import polars as pl
 
 from pipeline.config import DedupConfig
 from pipeline.core import ledger, reasons
-from pipeline.core.identity import with_cluster_ids
+from pipeline.core.clusters import with_cluster_ids
 from pipeline.dedup import duplicates
 from pipeline.stage import RunContext, StageResult
 

@@ -33,18 +33,16 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.schema import REVIEW_ITEM_SCHEMA, review_decisions
+from pipeline.dedup.resolution import Resolution
 from pipeline.review import review_items_of, with_review_hash
 from pipeline.stage import RunContext, StageResult
-
-if TYPE_CHECKING:
-    from pipeline.dedup.duplicates import Resolution
 
 REVIEW, MAJORITY = "review", "majority"
 _SHOWN = ["source_content_hash", "text", "metadata", "group", "label", "license", "consent"]

@@ -30,7 +30,7 @@ import polars as pl
 
 from pipeline.config import DedupConfig, MinHashConfig
 from pipeline.core import ledger, reasons
-from pipeline.core.identity import with_cluster_ids
+from pipeline.core.clusters import with_cluster_ids
 from pipeline.core.progress import progress
 from pipeline.dedup import duplicates
 from pipeline.stage import RunContext, StageResult

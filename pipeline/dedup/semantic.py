@@ -35,7 +35,7 @@ import polars as pl
 
 from pipeline.config import DedupConfig, SemanticConfig
 from pipeline.core import ledger, reasons
-from pipeline.core.identity import with_cluster_ids
+from pipeline.core.clusters import with_cluster_ids
 from pipeline.dedup import duplicates
 from pipeline.stage import RunContext, StageResult
 from pipeline.text.embeddings import embed

@@ -20,7 +20,7 @@ import polars as pl
 
 from pipeline.config import SPLITS, PublishConfig
 from pipeline.core import ledger, reasons
-from pipeline.core.identity import with_cluster_ids
+from pipeline.core.clusters import with_cluster_ids
 from pipeline.core.schema import PUBLISHED_SCHEMA, schema_description
 from pipeline.core.storage import file_sha256
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion, dataset_hash

@@ -27,22 +27,20 @@ so published records stay where they are.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
-import numpy as np
 import polars as pl
 import polars_hash  # noqa: F401  (registers the .nchash namespace)
 
 from pipeline.config import SPLITS, SplitConfig
 from pipeline.core import ledger, reasons
-from pipeline.core.errors import DataError
-from pipeline.core.identity import with_cluster_ids
-from pipeline.dedup.duplicates import components
+from pipeline.core.clusters import with_cluster_ids
 from pipeline.leakage import leakage_columns
+from pipeline.split.assign import group_key, hashed_split, resolve_cutoffs, stratified, time_split
+from pipeline.split.components import HELD_OUT_FIRST, bridging, component_of
 from pipeline.stage import RunContext, StageResult
 
 STAGE = "split"
-HELD_OUT_FIRST = {"test": 0, "validation": 1, "train": 2}
 FRACTION_DRIFT = 0.1  # a split further than this from its fraction gets a warning
 ISO = "%Y-%m-%dT%H:%M:%S%.f%:z"  # as datetime.isoformat()
 _OPTIONAL = {
@@ -53,82 +51,17 @@ _OPTIONAL = {
 }
 
 
-def group_key() -> pl.Expr:
-    return (
-        pl.when(pl.col("group").is_not_null())
-        .then(pl.concat_str(pl.lit("group:"), pl.col("group")))
-        .otherwise(pl.concat_str(pl.lit("record:"), pl.col("record_id")))
-    )
-
-
-def hash_position(key: pl.Expr, cfg: SplitConfig) -> pl.Expr:
-    """xxh3-64 of salt + key, scaled to [0, 1)."""
-    return pl.concat_str([pl.lit(cfg.salt), key]).nchash.xxh3_64().cast(pl.Float64) / 2.0**64
-
-
-def hashed_split(key: pl.Expr, cfg: SplitConfig) -> pl.Expr:
-    """The split a new component gets from a stable hash of its key."""
-    position = hash_position(key, cfg)
-    names = list(cfg.fractions)
-    expr, cut = None, 0.0
-    for name in names[:-1]:  # position < cut_1 -> first split, < cut_2 -> second, ...
-        cut += cfg.fractions[name]
-        branch = pl.when(position < cut) if expr is None else expr.when(position < cut)
-        expr = branch.then(pl.lit(name))
-    last = pl.lit(names[-1])
-    return last if expr is None else expr.otherwise(last)
-
-
-def time_split(when: pl.Expr, cutoffs: dict[str, datetime]) -> pl.Expr:
-    """The split whose window holds `when` (null for a null time); a split without a cutoff
-    has an empty window."""
-    expr = pl.when(when.is_null()).then(pl.lit(None, pl.String))
-    for name in ("test", "validation"):
-        if name in cutoffs:
-            expr = expr.when(when >= pl.lit(cutoffs[name])).then(pl.lit(name))
-    return expr.otherwise(pl.lit("train"))
-
-
-def resolve_cutoffs(
-    cfg: SplitConfig, ctx: RunContext, times: pl.Series
-) -> tuple[dict[str, datetime], bool]:
-    """The cutoffs to use, and whether they are the frozen ones of the first publish."""
-    if isinstance(cfg.cutoffs, dict):
-        return dict(cfg.cutoffs), False
-    held_out = [name for name in SPLITS[1:] if cfg.fractions.get(name, 0) > 0]
-    if ctx.frozen_cutoffs is not None:
-        unfrozen = [name for name in held_out if name not in ctx.frozen_cutoffs]
-        if unfrozen:
-            raise DataError(
-                f"the time cutoffs of {ctx.config.name!r} were frozen at its first publish for "
-                f"{', '.join(ctx.frozen_cutoffs) or 'no split'}, and the config now also holds out "
-                f"{', '.join(unfrozen)}; give fixed cutoffs (split.cutoffs: {{validation: …, "
-                "test: …}) or publish under a new dataset name"
-            )
-        frozen = {name: ctx.frozen_cutoffs[name] for name in held_out}
-        return {
-            name: when if when.tzinfo else when.replace(tzinfo=UTC) for name, when in frozen.items()
-        }, True
-    times = times.drop_nulls()
-    cutoffs, share = {}, 0.0
-    for name in SPLITS:  # a held-out split starts at the quantile of the fractions before it
-        if name in held_out and times.len():
-            cutoffs[name] = times.quantile(share, interpolation="lower")
-        share += cfg.fractions.get(name, 0.0)
-    return cutoffs, False
-
-
 def split(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> StageResult:
     timed = cfg.strategy != "group"
     columns = leakage_columns(cfg)
     members = _members(frame, ctx)
-    bridges = _bridging(members, columns)
+    bridges = bridging(members, columns)
     members = members.join(bridges, on="_i", how="anti").drop("_i").with_row_index("_i")
-    members = members.with_columns(pl.Series("_component", _component_of(members, columns)))
+    members = members.with_columns(pl.Series("_component", component_of(members, columns)))
     cutoffs, frozen = resolve_cutoffs(cfg, ctx, members["timestamp"]) if timed else ({}, False)
     units = _decide(members, cfg, cutoffs)
     if cfg.stratify == "label":
-        units = _stratified(units, members, cfg)
+        units = stratified(units, members, cfg)
 
     # each record against its component: under time strategies, its own window and time
     own = time_split(pl.col("timestamp"), cutoffs) if timed else pl.lit(None, pl.String)
@@ -150,7 +83,7 @@ def split(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> StageResult
         .sort("record_id")
     )
     kept = records.filter(pl.col("_dropped").is_null())
-    events = pl.concat([_bridge_events(bridges), _events(records, kept)])
+    events = pl.concat([bridge_events(bridges), _events(records, kept)])
 
     assigned = frame.join(
         kept.lazy().select("record_id", "split"), on="record_id", maintain_order="left"
@@ -251,139 +184,6 @@ def _members(frame: pl.LazyFrame, ctx: RunContext) -> pl.DataFrame:
     )
 
 
-def _bridging(members: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
-    """New records (no parent split, not locked) whose links, directly or through other new
-    records, reach published records that end in two different splits. Joining them would
-    move published records; they are dropped instead. Columns: _i, record_id, source, _splits
-    (the splits they would join)."""
-    empty = pl.DataFrame(
-        schema={
-            "_i": pl.UInt32,
-            "record_id": pl.String,
-            "source": pl.String,
-            "_splits": pl.List(pl.String),
-        }
-    )
-    known = pl.col("_parent").is_not_null() | pl.col("_locked")
-    old, new = members.filter(known), members.filter(~known)
-    if old.height == 0 or new.height == 0:
-        return empty
-    placed = _placed(old, columns)
-    reached = pl.concat(
-        [
-            new.select("_i", column)
-            .join(placed.select(column, "_placed").drop_nulls(column).unique(), on=column)
-            .select("_i", "_placed")
-            for column in columns
-        ]
-    )
-    if reached.height == 0:
-        return empty
-    local = new.rename({"_i": "_member"}).with_row_index("_i")
-    local = local.with_columns(pl.Series("_new_component", _component_of(local, columns)))
-    splits = (
-        local.join(reached.rename({"_i": "_member"}), on="_member")
-        .group_by("_new_component")
-        .agg(pl.col("_placed").unique().sort().alias("_splits"))
-        .filter(pl.col("_splits").list.len() > 1)
-    )
-    return (
-        local.join(splits, on="_new_component")
-        .select(pl.col("_member").alias("_i"), "record_id", "source", "_splits")
-        .cast(empty.schema)
-    )
-
-
-def _placed(old: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
-    """The split each published or locked record ends in among the others: its component's
-    (test when it holds a locked record, else the most held-out parent split)."""
-    local = old.drop("_i").with_row_index("_i")
-    local = local.with_columns(pl.Series("_old_component", _component_of(local, columns)))
-    rank = pl.col("_parent").replace_strict(HELD_OUT_FIRST, default=None)
-    split_of = local.group_by("_old_component").agg(
-        pl.when(pl.col("_locked").any())
-        .then(pl.lit("test"))
-        .otherwise(pl.col("_parent").sort_by(rank).drop_nulls().first())
-        .alias("_placed")
-    )
-    return local.join(split_of, on="_old_component")
-
-
-def _bridge_events(bridges: pl.DataFrame) -> pl.DataFrame:
-    return ledger.events(
-        bridges,
-        stage=STAGE,
-        action=reasons.DROPPED,
-        reason=reasons.SPLIT_CONFLICT,
-        evidence=pl.struct(pl.col("_splits").alias("would_join")),
-    )
-
-
-def _component_of(members: pl.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
-    """For each row, the smallest row index of its component: each record is linked to the
-    first record sharing each of its non-null `columns`; a record linked to none is alone."""
-    left, right = [], []
-    for column in columns:
-        linked = members.filter(pl.col(column).is_not_null()).select(
-            "_i", pl.col("_i").min().over(column).alias("_first")
-        )
-        linked = linked.filter(pl.col("_i") != pl.col("_first"))
-        left.append(linked["_i"].to_numpy())
-        right.append(linked["_first"].to_numpy())
-    component = members["_i"].to_numpy().copy()
-    if sum(len(edges) for edges in left):
-        nodes, roots = components(np.concatenate(left), np.concatenate(right))
-        component[nodes] = roots
-    return component
-
-
-def _stratified(units: pl.DataFrame, members: pl.DataFrame, cfg: SplitConfig) -> pl.DataFrame:
-    """New components of each label stratum (a component's most common label, ties to the
-    smallest) go, in hash order, to the split furthest below its fraction of the stratum's
-    records, counting the stratum's locked and inherited components."""
-    labels = (
-        members.filter(pl.col("label").is_not_null())
-        .group_by("_component", "label")
-        .len()
-        .sort("len", "label", descending=[True, False])
-        .group_by("_component", maintain_order=True)
-        .first()
-        .select("_component", pl.col("label").alias("_stratum"))
-    )
-    units = units.join(labels, on="_component", how="left")
-    names = list(cfg.fractions)
-    targets = [cfg.fractions[name] for name in names]
-    chosen_components, chosen_splits = [], []
-    for stratum in units.partition_by("_stratum"):
-        fixed = stratum.filter(pl.col("_decided_by") != "new")
-        sizes = dict(fixed.group_by("split").agg(pl.col("_size").sum()).iter_rows())
-        counts = [sizes.get(name, 0) for name in names]
-        placed = fixed["_size"].sum()
-        new = (
-            stratum.filter(pl.col("_decided_by") == "new")
-            .with_columns(hash_position(pl.col("_smallest_key"), cfg).alias("_position"))
-            .sort("_position", "_smallest_key")
-        )
-        for component, size in new.select("_component", "_size").iter_rows():
-            placed += size
-            deficits = [
-                target * placed - count for target, count in zip(targets, counts, strict=True)
-            ]
-            pick = deficits.index(max(deficits))  # ties: the first in split order
-            counts[pick] += size
-            chosen_components.append(component)
-            chosen_splits.append(names[pick])
-    chosen = pl.DataFrame(
-        {"_component": chosen_components, "_stratified": chosen_splits},
-        schema={"_component": units.schema["_component"], "_stratified": pl.String},
-    )
-    return (
-        units.join(chosen, on="_component", how="left")
-        .with_columns(pl.coalesce("_stratified", "split").alias("split"))
-        .drop("_stratified", "_stratum")
-    )
-
-
 def _events(records: pl.DataFrame, kept: pl.DataFrame) -> pl.DataFrame:
     """A terminal `dropped` event per dropped record; `moved` events for time conflicts moved
     with their component and for records leaving their parent split."""
@@ -459,3 +259,13 @@ def _stats(
         "dropped": dict(sorted(dropped.iter_rows())),
         "components": units.height,
     }
+
+
+def bridge_events(bridges: pl.DataFrame) -> pl.DataFrame:
+    return ledger.events(
+        bridges,
+        stage=STAGE,
+        action=reasons.DROPPED,
+        reason=reasons.SPLIT_CONFLICT,
+        evidence=pl.struct(pl.col("_splits").alias("would_join")),
+    )

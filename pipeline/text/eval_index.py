@@ -37,9 +37,6 @@ Word n-gram hashing and matching, and how they are made fast: pipeline/word_ngra
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -49,15 +46,25 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipeline.config import ContaminationMethods, EmbeddingCheck, MinHashCheck, NgramCheck
+from pipeline.config import ContaminationMethods
 from pipeline.core.errors import DataError
-from pipeline.core.identity import xxh3_128_hex
-from pipeline.core.normalize import normalize_text
 from pipeline.core.progress import progress
-from pipeline.core.storage import file_sha256
-from pipeline.text import minhash
+from pipeline.text.eval_minhash import (
+    BATCH_RECORDS,
+    band_frame,
+    banding,
+    item_minhash,
+    minhash_batch,
+)
+from pipeline.text.eval_sets import (
+    ITEMS_FILE,
+    checked_items,
+    embed_items,
+    embedding_file,
+    minhash_file,
+    ngram_file,
+)
 from pipeline.text.word_ngrams import (
-    NGRAM_VERSION,
     GramTable,
     gram_matches,
     gram_tables,
@@ -65,8 +72,6 @@ from pipeline.text.word_ngrams import (
 )
 
 METHODS = ("exact", "ngram", "minhash", "embedding")  # also the order `strongest` breaks ties in
-ITEMS_FILE = "items.parquet"
-ITEM_SCHEMA = pl.Schema({"item_id": pl.String, "text": pl.String, "content_hash": pl.String})
 MATCH_SCHEMA = pl.Schema(
     {
         "row": pl.UInt32,
@@ -76,151 +81,12 @@ MATCH_SCHEMA = pl.Schema(
         "span": pl.String,
     }
 )
-MINHASH_VERSION = 1
-CHAR_NGRAM = 5  # MinHash shingles of text without spaces (MinHashConfig's default)
-FALSE_POSITIVE_WEIGHT = 0.2  # LSH banding: candidates are confirmed by exact Jaccard
-BATCH_RECORDS = 50_000  # records per MinHash batch
 QUERY_BLOCK = 8192  # embedding queries per faiss search
 WORKERS = max(1, min(os.cpu_count() or 1, 8))
-_PARQUET = {"compression": "zstd", "compression_level": 3, "statistics": False}
-_REGISTER = "register it again with `thresher eval register {name} PATH`"
-
-
-@dataclass(frozen=True)
-class EvalSet:
-    """A registered protected evaluation set, loaded from its folder (files verified)."""
-
-    name: str
-    folder: Path
-    items: pl.DataFrame  # item_id (String), text (String), content_hash (String)
-
-
-def eval_items(texts: pl.Series, item_ids: pl.Series | None = None) -> pl.DataFrame:
-    """Items from texts: text normalized as ingest does, content_hash as ingest computes it
-    (xxh3-128 of the normalized text), item_id the given ids or the row number (as text).
-    Ids are not checked for repeats: registering a set does that, with its own message."""
-    text = normalize_text(texts.cast(pl.String))
-    empty = (text.is_null() | (text == "")).fill_null(True)
-    if empty.any():
-        rows = empty.arg_true()
-        listed = ", ".join(map(str, rows.head(5).to_list()))
-        raise DataError(
-            f"{rows.len()} evaluation item(s) have no text (rows {listed}, 0-based); remove "
-            "them or point at the field that holds the text"
-        )
-    ids = (
-        pl.Series(range(texts.len())).cast(pl.String)
-        if item_ids is None
-        else item_ids.cast(pl.String)
-    )
-    if ids.len() != texts.len():
-        raise DataError(f"{ids.len()} item ids for {texts.len()} evaluation texts; give one each")
-    if ids.null_count():
-        raise DataError(
-            f"evaluation item ids are missing (row {ids.is_null().arg_true()[0]}, 0-based); "
-            "give every item an id"
-        )
-    return pl.DataFrame(
-        {"item_id": ids, "text": text, "content_hash": xxh3_128_hex(text)}, schema=ITEM_SCHEMA
-    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Evaluation-set folders
-
-
-def ngram_file(check: NgramCheck) -> str:
-    return f"ngrams-v{NGRAM_VERSION}-n{check.n}-s{check.short_n}.parquet"
-
-
-def minhash_file(check: MinHashCheck) -> str:
-    bands, rows = _banding(check)
-    settings = {"version": MINHASH_VERSION, "num_perm": check.num_perm, "ngram": check.ngram}
-    settings |= {"char_ngram": CHAR_NGRAM, "seed": check.seed, "bands": bands, "rows": rows}
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
-    return f"minhash-{digest}.parquet"
-
-
-def embedding_file() -> str:
-    from pipeline.text.embeddings import model_digest
-
-    return f"embeddings-{model_digest()}.npy"
-
-
-def write_eval_set(
-    items: pl.DataFrame,
-    folder: Path,
-    methods: ContaminationMethods,
-    embedding_cache: Path | None,
-    *,
-    embed: bool = True,
-) -> dict[str, str]:
-    """Write the items and the files prepared for `methods` (and the embeddings, with
-    `embed`, whatever `methods.embedding` says: a later run may turn it on) into `folder`;
-    return {file name: sha256} for every file written."""
-    items = _checked_items(items)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    files: dict[str, bytes] = {ITEMS_FILE: _parquet_bytes(items)}
-    if methods.ngram is not None:
-        files[ngram_file(methods.ngram)] = _parquet_bytes(item_grams(items["text"], methods.ngram))
-    if methods.minhash is not None:
-        prepared = _item_minhash(items["text"], methods.minhash)
-        files[minhash_file(methods.minhash)] = _parquet_bytes(prepared)
-    if embed:
-        batch_size = (methods.embedding or EmbeddingCheck()).batch_size
-        vectors = _embed(items, embedding_cache, batch_size)
-        buffer = io.BytesIO()
-        np.save(buffer, vectors, allow_pickle=False)
-        files[embedding_file()] = buffer.getvalue()
-    for name, data in files.items():
-        temporary = folder / f".{name}.tmp"
-        temporary.write_bytes(data)
-        temporary.replace(folder / name)
-    return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-
-
-def load_eval_set(name: str, folder: Path, sha256s: dict[str, str]) -> EvalSet:
-    """The evaluation set in `folder`, after checking every listed file's sha256."""
-    folder = Path(folder)
-    again = _REGISTER.format(name=name)
-    if ITEMS_FILE not in sha256s:
-        raise DataError(f"evaluation set {name!r}: the catalog lists no {ITEMS_FILE}; {again}")
-    for file, expected in sorted(sha256s.items()):
-        path = folder / file
-        if Path(file).name != file:
-            raise DataError(f"evaluation set {name!r}: {file!r} is not a file name; {again}")
-        if not path.is_file():
-            raise DataError(f"evaluation set {name!r}: {path} is missing; {again}")
-        actual = file_sha256(path)
-        if actual != expected:
-            raise DataError(
-                f"evaluation set {name!r}: {path} has changed since it was registered "
-                f"(sha256 {actual[:12]}…, registered {expected[:12]}…); {again}"
-            )
-    try:
-        items = _checked_items(pl.read_parquet(folder / ITEMS_FILE))
-    except (DataError, pl.exceptions.PolarsError) as error:
-        raise DataError(
-            f"evaluation set {name!r}: {folder / ITEMS_FILE}: {error}; {again}"
-        ) from None
-    return EvalSet(name=name, folder=folder, items=items)
-
-
-def _checked_items(items: pl.DataFrame) -> pl.DataFrame:
-    missing = [column for column in ITEM_SCHEMA if column not in items.columns]
-    if missing:
-        raise DataError(
-            f"evaluation items lack the column(s) {', '.join(missing)}; build them with "
-            "pipeline.text.eval_index.eval_items"
-        )
-    return items.select(ITEM_SCHEMA.names()).cast(ITEM_SCHEMA)
-
-
-def _parquet_bytes(frame: pl.DataFrame) -> bytes:
-    buffer = io.BytesIO()
-    frame.write_parquet(buffer, **_PARQUET)
-    return buffer.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,7 +117,7 @@ class ContaminationIndex:
     ) -> ContaminationIndex:
         """Prepare the items for `methods`, reusing the files prepared in `folder` (an
         evaluation set's, verified by `load_eval_set`) where their settings match."""
-        items = _checked_items(items)
+        items = checked_items(items)
         index = cls(items=items, methods=methods)
         stats: dict[str, Any] = {"items": items.height, "prepared": []}
         reusable = _reusable(folder, items)
@@ -273,7 +139,7 @@ class ContaminationIndex:
         if methods.minhash is not None:
             path = prepared(minhash_file(methods.minhash))
             index.minhash = (
-                pl.read_parquet(path) if path else _item_minhash(items["text"], methods.minhash)
+                pl.read_parquet(path) if path else item_minhash(items["text"], methods.minhash)
             )
             stats["minhash"] = {"items_with_shingles": index.minhash.height}
         if methods.embedding is not None:
@@ -281,7 +147,7 @@ class ContaminationIndex:
             vectors = (
                 np.load(path, allow_pickle=False)
                 if path
-                else _embed(items, embedding_cache, methods.embedding.batch_size)
+                else embed_items(items, embedding_cache, methods.embedding.batch_size)
             )
             # one vector per distinct text: equal texts would tie, and the first item wins
             first = items.select(pl.col("content_hash").is_first_distinct())["content_hash"]
@@ -358,8 +224,8 @@ class ContaminationIndex:
 
     def _minhash(self, texts: pl.Series) -> pl.DataFrame:
         check = self.methods.minhash
-        bands, rows = _banding(check)
-        item_keys = _band_frame(
+        bands, rows = banding(check)
+        item_keys = band_frame(
             self.minhash["item"].to_numpy(), self.minhash["keys"].to_numpy(), "item"
         )
         item = pl.col("item").cast(pl.Int64)
@@ -369,7 +235,7 @@ class ContaminationIndex:
 
         def batch(start: int) -> pl.DataFrame:
             some = texts.slice(start, BATCH_RECORDS)
-            found = _minhash_batch(some, check, bands, rows, item_keys, item_shingles, item_sizes)
+            found = minhash_batch(some, check, bands, rows, item_keys, item_shingles, item_sizes)
             return found.with_columns(pl.col("doc") + start)
 
         starts = list(range(0, texts.len(), BATCH_RECORDS))
@@ -398,7 +264,7 @@ class ContaminationIndex:
         check = self.methods.embedding
         rows = np.flatnonzero(records["content_hash"].is_not_null().to_numpy())
         some = records.select("text", "content_hash")[rows]
-        queries = _embed(some, embedding_cache, check.batch_size)
+        queries = embed_items(some, embedding_cache, check.batch_size)
         index = faiss.IndexFlatIP(self.vectors.shape[1])
         index.add(self.vectors)
         best_score = np.empty(len(rows), dtype=np.float32)
@@ -435,102 +301,5 @@ def _reusable(folder: Path | None, items: pl.DataFrame) -> bool:
     return stored.equals(items.select("item_id", "content_hash"))
 
 
-def _embed(frame: pl.DataFrame, cache: Path | None, batch_size: int) -> np.ndarray:
-    from pipeline.text.embeddings import embed
-
-    return embed(frame["text"], frame["content_hash"], cache, batch_size).vectors
-
-
 # ---------------------------------------------------------------------------------------------
 # MinHash
-
-
-def _banding(check: MinHashCheck) -> tuple[int, int]:
-    return minhash.optimal_bands(check.threshold, check.num_perm, FALSE_POSITIVE_WEIGHT)
-
-
-def _minhash_sketch(
-    texts: pl.Series, check: MinHashCheck
-) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
-    """(distinct shingles (doc, hash), band keys, which docs have shingles)."""
-    bands, rows = _banding(check)
-    shingles = minhash.shingle_hashes(texts, check.ngram, CHAR_NGRAM).unique()
-    signature = minhash.signatures(shingles, texts.len(), check.num_perm, check.seed)
-    keys = minhash.band_keys(signature, bands, rows)
-    return shingles, keys, minhash.has_shingles(shingles, texts.len())
-
-
-def _item_minhash(texts: pl.Series, check: MinHashCheck) -> pl.DataFrame:
-    """(item, keys, shingles) of every item with shingles: band keys and sorted distinct
-    shingle hashes."""
-    bands, _ = _banding(check)
-    shingles, keys, present = _minhash_sketch(texts.cast(pl.String), check)
-    items = np.flatnonzero(present)
-    sets = (
-        shingles.rename({"doc": "item"})
-        .group_by("item")
-        .agg(pl.col("hash").sort().alias("shingles"))
-    )
-    return (
-        pl.DataFrame(
-            {"item": pl.Series(items, dtype=pl.UInt32), "keys": keys[items]},
-            schema={"item": pl.UInt32, "keys": pl.Array(pl.UInt64, bands)},
-        )
-        .join(sets, on="item", how="left")
-        .sort("item")
-    )
-
-
-def _band_frame(owners: np.ndarray, keys: np.ndarray, name: str) -> pl.DataFrame:
-    """(owner, band, key) for a (owners, bands) array of band keys."""
-    bands = keys.shape[1] if keys.ndim == 2 else 0
-    return pl.DataFrame(
-        {
-            name: np.repeat(owners.astype(np.int64), bands),
-            "band": np.tile(np.arange(bands, dtype=np.uint16), len(owners)),
-            "key": keys.ravel(),
-        },
-        schema={name: pl.Int64, "band": pl.UInt16, "key": pl.UInt64},
-    )
-
-
-def _minhash_batch(
-    texts: pl.Series,
-    check: MinHashCheck,
-    bands: int,
-    rows: int,
-    item_keys: pl.DataFrame,
-    item_shingles: pl.DataFrame,
-    item_sizes: pl.DataFrame,
-) -> pl.DataFrame:
-    """(doc, item, score) of the strongest confirmed item of every matched doc of a batch."""
-    shingles, keys, present = _minhash_sketch(texts, check)
-    docs = np.flatnonzero(present)
-    record_keys = _band_frame(docs, keys[docs], "doc")
-    candidates = record_keys.join(item_keys, on=["band", "key"]).select("doc", "item").unique()
-    record_sizes = (
-        shingles.group_by("doc").len("doc_size").with_columns(pl.col("doc").cast(pl.Int64))
-    )
-    shared = (
-        candidates.join(shingles.with_columns(pl.col("doc").cast(pl.Int64)), on="doc")
-        .join(item_shingles, on=["item", "hash"], how="semi")
-        .group_by("doc", "item")
-        .len("shared")
-    )
-    scored = (
-        candidates.join(shared, on=["doc", "item"], how="left")
-        .join(record_sizes, on="doc")
-        .join(item_sizes, on="item")
-        .with_columns(
-            (
-                pl.col("shared").fill_null(0)
-                / (pl.col("doc_size") + pl.col("item_size") - pl.col("shared").fill_null(0))
-            ).alias("score")
-        )
-        .filter(pl.col("score") >= check.threshold)
-    )
-    return (
-        scored.sort("doc", pl.col("score"), "item", descending=[False, True, False])
-        .unique("doc", keep="first", maintain_order=True)
-        .select("doc", "item", "score")
-    )

@@ -12,7 +12,8 @@ from pipeline.config import RunConfig, SourceDeclaration, SplitConfig, config_ha
 from pipeline.core.errors import DataError
 from pipeline.ingest.stage import ingest
 from pipeline.leakage import LeakageError, check_disjoint, leakage_columns
-from pipeline.split.stage import group_key, hashed_split, split
+from pipeline.split.assign import group_key, hashed_split
+from pipeline.split.stage import split
 from pipeline.stage import RunContext
 
 ALL = ("group", "cluster_id", "content_hash")

@@ -217,7 +217,7 @@ def test_a_large_cluster_of_near_identical_vectors_gives_pairs_linear_in_its_siz
     import numpy as np
 
     from pipeline.config import SemanticConfig
-    from pipeline.dedup.duplicates import components
+    from pipeline.core.clusters import components
     from pipeline.dedup.semantic import NEIGHBOURS, similar_pairs
 
     rng = np.random.default_rng(0)

@@ -23,14 +23,8 @@ from pipeline.core.normalize import normalize_text
 from pipeline.ingest.readers import read_file
 from pipeline.ingest.stage import to_records
 from pipeline.text import eval_index, minhash, word_ngrams
-from pipeline.text.eval_index import (
-    MATCH_SCHEMA,
-    ContaminationIndex,
-    eval_items,
-    load_eval_set,
-    strongest,
-    write_eval_set,
-)
+from pipeline.text.eval_index import MATCH_SCHEMA, ContaminationIndex, strongest
+from pipeline.text.eval_sets import eval_items, load_eval_set, write_eval_set
 
 NO_EMBEDDING = ContaminationMethods()  # exact, ngram and MinHash: the defaults
 # A paraphrase of HumanEval/0 (other names, other docstring): only embeddings see it.

@@ -10,7 +10,7 @@ import pytest
 from datasketch.lsh import _optimal_param
 from helpers import jaccard, reference_shingles
 
-from pipeline.dedup.duplicates import components
+from pipeline.core.clusters import components
 from pipeline.text import minhash
 
 
