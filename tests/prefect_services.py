@@ -6,7 +6,7 @@ started here, and every process those start (a worker's flow-run supervisor and 
 Prefect puts in a session of their own), carries that PREFECT_HOME in its environment:
 `survivors(home)` finds them all by it, whatever process group they ended up in.
 
-Stopping follows what Prefect needs (docs in /work/shared/STACK.md): workers before the server,
+Stopping follows what Prefect needs: workers before the server,
 each signalled twice (a worker ignores the first SIGTERM/SIGINT), then SIGKILL for whatever of
 its process tree is left after a timeout.
 """

@@ -3,7 +3,7 @@
 1. Origins: labelled train records that are neither variants nor synthetic (variants of
    generated text would raise the synthetic share past `synthetic.max_share`), chosen by a
    stable hash of (seed, record_id) below `fraction`; validation and test records never are.
-2. Each origin gets `variants` variants; each applies one transform (pipeline/augment_transforms.py)
+2. Each origin gets `variants` variants; each applies one transform (pipeline/augment/transforms.py)
    drawn, with everything else it does, from a numpy Generator seeded by an xxh3-64 of
    (seed, origin, index). Every variant gets a `generated` event (reason `augmented`).
 3. A variant whose text is already a record's (any split) or an earlier variant's (in origin,

@@ -1,4 +1,4 @@
-"""The text transforms of the augmentation stage (pipeline/augment.py).
+"""The text transforms of the augmentation stage (pipeline/augment/augment.py).
 
 Each is a small pure function `(text, rng, strength, vocabulary) -> str`: given the same
 text, the same numpy Generator state, strength and vocabulary it returns the same variant.

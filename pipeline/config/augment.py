@@ -11,7 +11,7 @@ from pipeline.config.base import SPLITS, Similarity, Strict
 
 
 class SyntheticPolicy(Strict):
-    """Records of sources declared `synthetic` (pipeline/synthetic.py)."""
+    """Records of sources declared `synthetic` (pipeline/augment/synthetic.py)."""
 
     held_out: bool = Field(
         False,
@@ -34,7 +34,7 @@ AUGMENT_TRANSFORMS = (
 
 
 class AugmentConfig(Strict):
-    """Label-preserving variants of train records (pipeline/augment.py), each checked by its
+    """Label-preserving variants of train records (pipeline/augment/augment.py), each checked by its
     MiniLM embedding: kept when within `min_cosine` of its origin and closer to its own
     label's centroid than to any other; otherwise dropped (drifted) or queued (uncertain)."""
 

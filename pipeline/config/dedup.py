@@ -73,7 +73,7 @@ def _check_related(related: float | None, threshold: float) -> None:
 
 
 class BoilerplateConfig(Strict):
-    """Segment-level exact dedup across documents (pipeline/boilerplate.py): a segment (a
+    """Segment-level exact dedup across documents (pipeline/dedup/boilerplate.py): a segment (a
     paragraph, or a line) found in more than `max_documents` distinct documents is removed
     from every document; a document left empty is dropped with reason `only_boilerplate`."""
 

@@ -63,7 +63,7 @@ class RunConfig(Strict):
         return self
 
 
-# Sections of DESIGN.md's run config whose stages are not built yet.
+# Sections of the planned run config whose stages are not built yet (none today).
 PLANNED_SECTIONS: dict[str, str] = {}
 
 # Settings that change where or how a run happens, what checks it or who reviews it, or what is

@@ -11,7 +11,7 @@ from pipeline.config.base import SPLITS, Strict
 
 
 class SplitConfig(Strict):
-    """How records are assigned to train, validation and test (pipeline/split.py).
+    """How records are assigned to train, validation and test (pipeline/split/stage.py).
 
     `group`: components of the group graph (groups joined by duplicate clusters and equal
     content) go whole to one split, by a stable hash. `time`: a record's timestamp against

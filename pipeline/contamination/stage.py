@@ -1,7 +1,7 @@
 """Contamination: training (and validation) records that repeat this run's test split or a
 protected evaluation set are dropped or quarantined with reason `contaminated_eval`.
 
-Four methods (pipeline/eval_index.py), each with its own action: exact content hash, shared
+Four methods (pipeline/text/eval_index.py), each with its own action: exact content hash, shared
 normalized word n-grams, MinHash similarity and embedding cosine. A record matched by a
 method whose action is `drop` is dropped; one matched only by quarantining methods waits
 for a reviewer. Its evidence names the strongest match of a deciding method: the evaluation

@@ -55,9 +55,9 @@ REVIEW_REJECTED = "review_rejected"  # a reviewer rejected this content earlier
 REVIEW_APPROVED = "review_approved"
 SECRET_FALSE_POSITIVE = "secret_false_positive"  # approval of a secret finding
 
-# Quality (pipeline/quality.py). Drops name the rule: Gopher's in datatrove's names
+# Quality (pipeline/quality/stage.py). Drops name the rule: Gopher's in datatrove's names
 # (gopher_short_doc … gopher_enough_stop_words, dup_para_frac … duplicated_10_n_grams),
-# C4's and FineWeb's (pipeline/line_rules.py: c4_lorem_ipsum, c4_curly_braces,
+# C4's and FineWeb's (pipeline/text/line_rules.py: c4_lorem_ipsum, c4_curly_braces,
 # only_removed_lines, fineweb_line_punct, fineweb_short_lines, fineweb_char_duplicates,
 # fineweb_list_like), encoding (mojibake, invalid_characters) and language. Evidence: profile,
 # language, score, and the measured value against its bound.
@@ -73,17 +73,17 @@ LABEL_CONFLICT = "label_conflict"
 LABEL_MAJORITY = "label_majority"  # edit: dedup.label_conflicts is majority
 LABEL_ADJUDICATED = "label_adjudicated"  # edit: a reviewer chose the label
 
-# Synthetic sources (pipeline/synthetic.py). Moves out of validation/test use
+# Synthetic sources (pipeline/augment/synthetic.py). Moves out of validation/test use
 # SYNTHETIC_HELD_OUT too, with evidence {from, to}.
 SYNTHETIC_CAP = "synthetic_cap"  # beyond synthetic.max_share of its split
 SYNTHETIC_HELD_OUT = "synthetic_held_out"  # in validation/test, and moving it would leak
 
-# Augmentation (pipeline/augment.py): generated variants of train records.
+# Augmentation (pipeline/augment/augment.py): generated variants of train records.
 AUGMENTED = "augmented"  # the `generated` event of a variant; evidence origin, transform, seed
 AUGMENTATION_DRIFTED = "augmentation_drifted"  # cosine to its origin below augment.min_cosine
 AUGMENTATION_UNCERTAIN = "augmentation_uncertain"  # nearer another label's centroid: review
 AUGMENTATION_DUPLICATE = "augmentation_duplicate"  # its text is a record's or an earlier variant's
 
-# Boilerplate (pipeline/boilerplate.py): segments repeated across many documents.
+# Boilerplate (pipeline/dedup/boilerplate.py): segments repeated across many documents.
 BOILERPLATE_REMOVED = "boilerplate_removed"  # edit; evidence the segments' hashes and counts
 ONLY_BOILERPLATE = "only_boilerplate"  # nothing was left

@@ -13,7 +13,7 @@ record it looked at, with the columns the keep rule needs) and hands them to `re
   `cluster_id` every member takes, so the split stage can keep related records together.
 
 Exact and MinHash dedup pass `labels` (dedup.label_conflicts) to `apply`: a cluster whose
-members carry different labels is settled by pipeline/label_conflicts.py before the drops.
+members carry different labels is settled by pipeline/dedup/label_conflicts.py before the drops.
 
 Chains are followed: when A~B and B~C, C may be dropped for A although A and C are less
 similar; the evidence records the similarity of the dropped record to the kept one itself.
@@ -170,7 +170,7 @@ def apply(
     """Drop the duplicates from `frame`, give kept records their new cluster ids, and write
     one terminal event per dropped record. `similarity(pairs)` measures each (_i, kept_i).
     With `labels` (dedup.label_conflicts), clusters whose members carry different labels are
-    settled first (pipeline/label_conflicts.py)."""
+    settled first (pipeline/dedup/label_conflicts.py)."""
     settled = None
     if labels is not None:
         settled = label_conflicts.settle(

@@ -1,9 +1,9 @@
 """Exact dedup: one record per normalized text (`content_hash`).
 
-The copies of a text form a cluster; pipeline/duplicates.py keeps one (a record published in
+The copies of a text form a cluster; pipeline/dedup/duplicates.py keeps one (a record published in
 the parent version first, then the rules of `dedup.keep`) and drops the others with reason
 `exact_duplicate`, evidence naming the kept record and similarity 1.0. A cluster whose copies
-carry different labels is settled by pipeline/label_conflicts.py (`dedup.label_conflicts`).
+carry different labels is settled by pipeline/dedup/label_conflicts.py (`dedup.label_conflicts`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Label conflicts: a duplicate cluster (exact or MinHash dedup) whose members carry two or
 more distinct labels. Null labels never conflict: a cluster of `spam` and null is no conflict.
 
-pipeline/duplicates.py hands each cluster here after `resolve`, before the drops. The policy
+pipeline/dedup/duplicates.py hands each cluster here after `resolve`, before the drops. The policy
 `dedup.label_conflicts` decides:
 
 - `review` (the default): every member, the kept record included, is quarantined (reason

@@ -1,6 +1,6 @@
 """Near-duplicate dedup by MinHash LSH (`dedup.minhash`), in bounded memory.
 
-1. Records are read in batches of `batch_records`; each batch's signatures (pipeline/minhash.py)
+1. Records are read in batches of `batch_records`; each batch's signatures (pipeline/text/minhash.py)
    and LSH band keys are written to Parquet in the run folder, so memory holds one batch.
 2. Candidate pairs come from polars group-bys over the band table: every member of a bucket
    (records with equal keys in one band) is linked to the bucket's first record and to the
@@ -12,10 +12,10 @@
    decides: at or above `threshold` a duplicate, at or above `related_threshold` (when set;
    bands are then tuned to it) a link between related records; without `verify` every
    candidate is a duplicate, as in datasketch.
-4. pipeline/duplicates.py clusters the duplicates (union-find), keeps one record per cluster
+4. pipeline/dedup/duplicates.py clusters the duplicates (union-find), keeps one record per cluster
    and drops the others with reason `near_duplicate`, evidence naming the kept record and
    their similarity (exact Jaccard with `verify`, else the signatures' estimate); a cluster
-   whose members carry different labels is settled by pipeline/label_conflicts.py first.
+   whose members carry different labels is settled by pipeline/dedup/label_conflicts.py first.
 """
 
 from __future__ import annotations

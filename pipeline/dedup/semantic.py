@@ -1,6 +1,6 @@
 """Semantic dedup: records whose meaning is (nearly) the same, by embedding similarity.
 
-Each record's text is embedded with all-MiniLM-L6-v2 (pipeline/embeddings.py: unit vectors,
+Each record's text is embedded with all-MiniLM-L6-v2 (pipeline/text/embeddings.py: unit vectors,
 cached by content hash), so the inner product of two vectors is the cosine of their texts.
 Pairs at least `related_threshold` similar (or `threshold`, when that is unset) are found with
 faiss:
@@ -14,7 +14,7 @@ faiss:
   records fall into different partitions: 6-9% of the duplicate pairs on the benchmark
   corpus (bench/README.md), the price of searching 100k records in 9 s instead of 170 s.
 
-Pairs with cosine >= `threshold` are duplicates: pipeline/duplicates.py clusters them, keeps
+Pairs with cosine >= `threshold` are duplicates: pipeline/dedup/duplicates.py clusters them, keeps
 one record per cluster by the keep rule (a record published in the parent version first) and
 drops the others with reason `semantic_duplicate`, evidence naming the kept record and the
 cosine between the two. Pairs with `related_threshold` <= cosine < `threshold` are related:

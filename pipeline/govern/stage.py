@@ -5,7 +5,7 @@ Detectors measure, then the policy decides in one place. Each record collects fl
 1. a deletion request that names it (dropped, `deletion_request`);
 2. content a reviewer rejected before (dropped, `review_rejected`, never queued again);
 3. its terms: license class, consent basis and allowed uses (`license_not_allowed`,
-   `license_unknown`, `consent_missing`, `use_not_allowed`; see pipeline/terms.py);
+   `license_unknown`, `consent_missing`, `use_not_allowed`; see pipeline/govern/terms.py);
 4. secrets and credentials in any field (`secret_detected`);
 5. personal data the policy quarantines or drops (`personal_data`). Types the policy
    redacts are replaced in place instead (a non-terminal `edited` event).

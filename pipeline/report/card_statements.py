@@ -2,7 +2,7 @@
 collected, what personal and sensitive information it holds and what was done about it, its
 limitations and biases, its intended uses, its preprocessing and its maintenance plan.
 
-pipeline/dataset_card.py renders them into both the Croissant RAI fields and the datasheet,
+pipeline/report/dataset_card.py renders them into both the Croissant RAI fields and the datasheet,
 so the two files state the same figures. Each statement is derived from the facts only
 (counts, names and hashes; no record text, no secret or any part of one).
 """

@@ -5,7 +5,7 @@ Datasets".
 Both render the same facts (gathered by data_catalog/dataset_cards.py from the catalog, the
 manifest and the version's ledger), and every statement is derived from them, so the two
 files state the same figures. Facts hold counts, names and hashes only: no record text, no
-secret or any part of one. The Responsible-AI statements are in pipeline/card_statements.py;
+secret or any part of one. The Responsible-AI statements are in pipeline/report/card_statements.py;
 this module lays them out as Croissant nodes and datasheet sections.
 """
 

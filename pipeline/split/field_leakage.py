@@ -2,7 +2,7 @@
 whether any published field gives the label away on its own.
 
 Fields a source declares `known_after_outcome` (a resolution code, a closing date) are never
-read into records (pipeline/ingest.py); the manifest lists them as excluded so a training
+read into records (pipeline/ingest/stage.py); the manifest lists them as excluded so a training
 config cannot ask for them. The single-feature check predicts each train record's label
 from one field's value alone (the majority label of that value in the other half of the
 train split, halves by a stable hash of the record id) and reports the field when the

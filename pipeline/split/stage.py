@@ -2,7 +2,7 @@
 
 Records are assigned in connected components, linked by a shared `group` (strategies group
 and group_time), `cluster_id` (duplicate and related clusters from dedup) or `content_hash`.
-A component's split is decided in this order (DESIGN.md, "Split stability"):
+A component's split is decided in this order (README, "Splits and contamination"):
 
 1. `test` when it holds a record of the locked test set;
 2. its members' split in the parent version; when they were in different splits, the most

@@ -17,22 +17,22 @@ refuses a set whose files changed. The same items and settings always give the s
 test split) with up to four methods; every match is (row, item_id, method, score, span):
 
 - exact: the record's content hash is an item's (ingest's xxh3-128 of the normalized text);
-- ngram: words are what pipeline/minhash.py shingles (lower case, every run of characters
+- ngram: words are what pipeline/text/minhash.py shingles (lower case, every run of characters
   other than letters, marks and digits one space). An item of at least `n` words matches a
   record that shares one of its word n-grams, scored by the share of the item's distinct
   n-grams the record holds (GPT-3's 13-gram rule); an item of `short_n` to `n - 1` words
   matches a record that holds at least `short_fraction` of its short_n-grams, scored by that
   share; shorter items are skipped (`stats["ngram"]["skipped_short"]`). `span` holds the
   record's words of its first n-gram the item shares;
-- minhash: LSH candidates by band keys (pipeline/minhash.py), confirmed by the exact Jaccard
+- minhash: LSH candidates by band keys (pipeline/text/minhash.py), confirmed by the exact Jaccard
   similarity of the two shingle sets (the score) reaching the threshold;
-- embedding: the cosine of all-MiniLM-L6-v2 vectors (pipeline/embeddings.py) of the record
+- embedding: the cosine of all-MiniLM-L6-v2 vectors (pipeline/text/embeddings.py) of the record
   and its nearest item (faiss, exact inner product), when it reaches the threshold.
 
 Each method reports at most one item per record, its strongest (highest score, then the
 first item); `strongest` picks one match per record across methods.
 
-Word n-gram hashing and matching, and how they are made fast: pipeline/word_ngrams.py.
+Word n-gram hashing and matching, and how they are made fast: pipeline/text/word_ngrams.py.
 """
 
 from __future__ import annotations

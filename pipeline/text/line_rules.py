@@ -19,7 +19,7 @@ as there) measures the text after line removals, on its non-blank lines as they 
 stripped): the share ending in datatrove's TERMINAL_PUNCTUATION (dropped when < 0.12), the
 share of at most 30 characters (> 0.67), the characters of lines repeating an earlier line over
 all characters but newlines (> 0.01), and newlines over words (> 0.3; words as spaCy's blank
-English tokenizer splits them, see pipeline/gopher.py). A text with no non-blank line or no
+English tokenizer splits them, see pipeline/text/gopher.py). A text with no non-blank line or no
 word gets null (datatrove calls it "empty" or divides by zero): other rules judge it.
 
 Encoding (measured on the original text; Thresher's bounds, ftfy-style evidence rather than a

@@ -1,5 +1,5 @@
 """Personal-data detector: e-mail addresses, phone numbers, IP addresses, payment card numbers
-and IBANs, with the same candidate-then-verify design as pipeline/secrets.py.
+and IBANs, with the same candidate-then-verify design as pipeline/text/secrets.py.
 
 What counts (and what is left out on purpose):
 - credit_card: 13–19 digits, bare or in groups split by one kind of separator (space or

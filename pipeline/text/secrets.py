@@ -7,7 +7,7 @@ for exact offsets and the checks that keep look-alikes out: placeholders and env
 references, AWS's documented example keys, low-entropy values, JWT headers that are not
 JSON, Discord tokens whose first part is not a user id. Git SHAs, digests, lockfile
 integrity hashes, UUIDs and base64 image data match no rule unless assigned to a secret-like
-name (a real key may be a UUID or hex). See pipeline/text_scan.py for the machinery.
+name (a real key may be a UUID or hex). See pipeline/text/text_scan.py for the machinery.
 
 An AWS secret access key (40 characters of base64) is also found without its name: within
 120 characters after an access key id (AKIA/ASIA) on the same line, or after `aws secret`,

@@ -1,4 +1,4 @@
-"""Word n-grams for the ngram method of pipeline/eval_index.py: the hashes of the words of
+"""Word n-grams for the ngram method of pipeline/text/eval_index.py: the hashes of the words of
 texts and of their n-grams, the items' n-grams (`item_grams`, stored in an evaluation set's
 `ngrams-v{NGRAM_VERSION}-...` file; `gram_tables` indexes them) and the records' matches
 against them (`gram_matches`).
@@ -7,8 +7,8 @@ Word n-grams are hashed with numpy over the texts' UTF-8 bytes, in batches of ab
 worker threads (numpy and polars release the GIL): a text of ASCII characters only is
 lower-cased and cut into words byte by byte; any other text first goes through polars (lower
 case; other characters than letters, marks and digits become spaces), so both give the
-words of the documented rule (tests/pipeline/test_eval_index.py checks them against
-pipeline/minhash.py). A word's hash masks its bytes 8 at a time, mixes in its length and
+words of the documented rule (tests/pipeline/text/test_eval_index.py checks them against
+pipeline/text/minhash.py). A word's hash masks its bytes 8 at a time, mixes in its length and
 goes through splitmix64's finalizer; an n-gram's hash is the polynomial sum of w_j *
 B^(n-1-j) modulo 2^64 over its words' hashes w_j, every window's at once from prefix sums.
 Item n-grams sit in a sorted array behind a table of about 64 slots per n-gram, indexed by

@@ -1,4 +1,4 @@
-"""The quality stage (pipeline/quality.py) on real text: SMS Spam messages under the
+"""The quality stage (pipeline/quality/stage.py) on real text: SMS Spam messages under the
 `short_messages` and `prose` profiles, boilerplate against real prose, C4 line removals as
 ledger edits, language filtering with gettext translations, per-source profiles, determinism."""
 

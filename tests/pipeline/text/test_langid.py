@@ -1,4 +1,4 @@
-"""Language identification (pipeline/langid.py) on real translated text: the messages of the
+"""Language identification (pipeline/text/langid.py) on real translated text: the messages of the
 gettext catalogs installed here (German, French, Spanish, Italian) and their English msgids;
 and which records `measure` judges by language."""
 
