@@ -161,7 +161,7 @@ def checked_items(items: pl.DataFrame) -> pl.DataFrame:
     if missing:
         raise DataError(
             f"evaluation items lack the column(s) {', '.join(missing)}; build them with "
-            "pipeline.text.eval_index.eval_items"
+            "pipeline.text.eval_sets.eval_items"
         )
     return items.select(ITEM_SCHEMA.names()).cast(ITEM_SCHEMA)
 
