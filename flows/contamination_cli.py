@@ -1,15 +1,15 @@
 """`thresher contamination check`: which training rows repeat an evaluation set.
 
-Both files are read whole: JSON Lines (`.jsonl`, `.ndjson`, `.json`; a `.json` file holding
-one JSON array of objects works too), `.csv`, `.parquet` or `.txt` (one text per line), each
-also gzip-compressed (`.jsonl.gz`: the format is the suffix before `.gz`). The text is the
-`--text-field` of each row (`--eval-text-field` for the evaluation file; a `.txt` file has
-none). Texts are normalized as ingest does, then checked with pipeline/eval_index.py:
-`exact` (same normalized text), `ngram` (a shared word n-gram, 13 words unless `--ngram`;
-evaluation items shorter than that need half of their 5-grams, shorter than 5 words are
-skipped), `minhash` (Jaccard similarity of 5-word shingles of at least 0.8) and, when asked
-for, `embedding` (cosine of all-MiniLM-L6-v2 vectors of at least 0.85; about 4 ms a text on a
-CPU, plus loading the model).
+Both files are read by the reader the scans share (`pipeline.ingest.field_rows`): JSON Lines
+(`.jsonl`, `.ndjson`, `.json`; a `.json` file holding one JSON array of objects works too),
+`.csv`, `.parquet` or `.txt` (one text per line), each also gzip-compressed (`.jsonl.gz`: the
+format is the suffix before `.gz`). The text is the `--text-field` of each row
+(`--eval-text-field` for the evaluation file; a `.txt` file has none). Texts are normalized as
+ingest does, then checked with pipeline/eval_index.py: `exact` (same normalized text), `ngram`
+(a shared word n-gram, 13 words unless `--ngram`; evaluation items shorter than that need half
+of their 5-grams, shorter than 5 words are skipped), `minhash` (Jaccard similarity of 5-word
+shingles of at least 0.8) and, when asked for, `embedding` (cosine of all-MiniLM-L6-v2 vectors
+of at least 0.85; about 4 ms a text on a CPU, plus loading the model).
 
 Rows: an `index` is the 0-based position among all rows of a file, bad rows included; a
 JSON Lines row is a non-blank line, a CSV or Parquet row a data row, a `.txt` row a line
@@ -27,22 +27,18 @@ that cannot be read, a bad option).
 
 from __future__ import annotations
 
-import gzip
-import io
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import polars as pl
 import typer
 from rich.table import Table
 
-from flows.cli_common import JsonOption, emit, fail, stderr
+from flows.cli_common import JsonOption, checked, emit, fail, stderr
+from pipeline.ingest.field_rows import Rows, read_column
+from pipeline.ingest.files import bad_row
 
-FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
-FORMATS |= {".parquet": "parquet", ".txt": "txt"}
 METHOD_NAMES = ("exact", "ngram", "minhash", "embedding")
 SHOWN_BAD_ROWS = 20
 SHOWN_MATCHES = 50  # table rows without --json
@@ -56,16 +52,6 @@ contamination_app = typer.Typer(
 @contamination_app.callback()
 def _group() -> None:
     """Keeps `check` a subcommand (`contamination check`) although it is the only one."""
-
-
-@dataclass
-class Rows:
-    """The texts of one file: `texts[i]` is row i's text, None for a bad or blank row."""
-
-    path: Path
-    texts: list[str | None]
-    bad: list[tuple[int, str]]  # (index, why)
-    blank: int = 0  # .txt lines without text
 
 
 @contamination_app.command()
@@ -91,8 +77,8 @@ def check(
 
     started = time.perf_counter()
     settings = _methods(methods, ngram)
-    train_rows = read_rows(train, text_field, "--text-field")
-    eval_rows = read_rows(eval_path, eval_text_field or text_field, "--eval-text-field")
+    train_rows = checked(read_column, train, text_field, "--text-field")
+    eval_rows = checked(read_column, eval_path, eval_text_field or text_field, "--eval-text-field")
     try:
         items = _good(eval_rows, eval_items)
         if items.height == 0:
@@ -152,116 +138,6 @@ def _methods(names: str, ngram: int | None):
         fail(f"--ngram {ngram}: " + "; ".join(problems))
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading
-
-
-def read_rows(path: Path, field: str, option: str, numbers_as_text: bool = False) -> Rows:
-    """A field of every row of a file; `numbers_as_text` also takes numbers (ids), as text."""
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "no such file"
-        fail(f"{path}: {what}; give the path of a .jsonl, .csv, .parquet or .txt file")
-    suffix = path.suffix.lower()
-    inner = path.with_suffix("").suffix.lower() if suffix == ".gz" else suffix
-    fmt = FORMATS.get(inner)
-    if fmt is None:
-        fail(
-            f"{path}: unknown format {inner or path.name!r}; contamination check reads "
-            f"{', '.join(FORMATS)} files, also gzip-compressed (.gz)"
-        )
-    try:
-        data = path.read_bytes()
-        if suffix == ".gz":
-            data = gzip.decompress(data)
-    except (OSError, EOFError, gzip.BadGzipFile) as error:
-        fail(f"{path}: cannot read it ({error})")
-    reader = {"jsonl": _read_jsonl, "csv": _read_csv, "parquet": _read_parquet, "txt": _read_txt}
-    return reader[fmt](path, data, field, option, numbers_as_text)
-
-
-def _read_jsonl(path: Path, data: bytes, field: str, option: str, numbers: bool) -> Rows:
-    """Every non-blank line is a row; a `.json` file may also hold one array of objects."""
-    data = data.removeprefix(b"\xef\xbb\xbf")
-    if data.lstrip()[:1] == b"[":
-        try:
-            values = orjson.loads(data)
-        except orjson.JSONDecodeError as error:
-            fail(f"{path}: not valid JSON ({error}); give JSON Lines or one array of objects")
-        lines = [orjson.dumps(value) for value in values] if isinstance(values, list) else []
-    else:
-        lines = [line for line in data.split(b"\n") if line.strip()]
-    texts: list[str | None] = []
-    bad: list[tuple[int, str]] = []
-    objects = with_field = 0
-    for index, line in enumerate(lines):
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            bad.append((index, "not valid JSON"))
-            texts.append(None)
-            continue
-        if not isinstance(value, dict):
-            bad.append((index, "not a JSON object"))
-            texts.append(None)
-            continue
-        text = value.get(field)
-        if numbers and isinstance(text, int | float) and not isinstance(text, bool):
-            text = str(text)
-        objects += 1
-        with_field += field in value
-        if not isinstance(text, str):
-            why = f"no field {field!r}" if text is None else f"{field!r} is not a string"
-            bad.append((index, why))
-            texts.append(None)
-            continue
-        texts.append(text)
-    if objects and not with_field:
-        fail(f"{path}: no row has a field {field!r}; pass the right one with {option}")
-    return Rows(path, texts, bad)
-
-
-def _read_csv(path: Path, data: bytes, field: str, option: str, numbers: bool) -> Rows:
-    try:
-        frame = pl.read_csv(io.BytesIO(data), infer_schema=False, encoding="utf8-lossy")
-    except pl.exceptions.PolarsError as error:
-        fail(f"{path}: cannot read it as CSV ({error}); fix the file or convert it to .jsonl")
-    return _column(path, frame, field, option, numbers)
-
-
-def _read_parquet(path: Path, data: bytes, field: str, option: str, numbers: bool) -> Rows:
-    try:
-        frame = pl.read_parquet(io.BytesIO(data))
-    except pl.exceptions.PolarsError as error:
-        fail(f"{path}: cannot read it as Parquet ({error})")
-    return _column(path, frame, field, option, numbers)
-
-
-def _column(path: Path, frame: pl.DataFrame, field: str, option: str, numbers: bool) -> Rows:
-    if field not in frame.columns:
-        has = ", ".join(frame.columns) or "none"
-        fail(f"{path}: no field {field!r} (fields: {has}); pass the right one with {option}")
-    column = frame[field]
-    if numbers and column.dtype.is_numeric():
-        column = column.cast(pl.String)
-    if column.dtype not in (pl.String, pl.Categorical, pl.Enum):
-        fail(
-            f"{path}: field {field!r} holds {column.dtype}, not text; pass a text field with {option}"
-        )
-    texts = column.cast(pl.String).to_list()
-    bad = [(index, f"no value in {field!r}") for index, text in enumerate(texts) if text is None]
-    return Rows(path, texts, bad)
-
-
-def _read_txt(path: Path, data: bytes, field: str, option: str, numbers: bool) -> Rows:
-    """Every line is a row; a blank line has no text and is skipped."""
-    lines = data.decode("utf-8", errors="replace").removeprefix("\ufeff").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the end of the last line, not a line
-    texts: list[str | None] = [line.removesuffix("\r") or None for line in lines]
-    texts = [text if text is not None and text.strip() else None for text in texts]
-    return Rows(path, texts, [], blank=sum(text is None for text in texts))
-
-
 def _good(rows: Rows, eval_items) -> pl.DataFrame:
     """(item_id: the row's index, text, content_hash) of the rows with a text; a row whose
     text normalizes to nothing becomes a bad row."""
@@ -301,7 +177,7 @@ def _table(best: pl.DataFrame) -> None:
 
 def _report_bad_rows(rows: Rows) -> None:
     for index, why in rows.bad[:SHOWN_BAD_ROWS]:
-        stderr.print(f"{rows.path}: bad row {index}: {why}", highlight=False)
+        stderr.print(bad_row(rows.path, index, why), highlight=False)
     if len(rows.bad) > SHOWN_BAD_ROWS:
         stderr.print(f"{rows.path}: ... and {len(rows.bad) - SHOWN_BAD_ROWS} more bad rows")
     if rows.bad:

@@ -80,11 +80,11 @@ def read_items(path: Path, text_field: str, id_field: str | None):
     set must be whole."""
     import polars as pl
 
-    from flows.contamination_cli import read_rows
+    from pipeline.ingest.field_rows import read_column
 
-    columns = [read_rows(path, text_field, "--text-field")]
+    columns = [checked(read_column, path, text_field, "--text-field")]
     if id_field is not None:
-        columns.append(read_rows(path, id_field, "--id-field", numbers_as_text=True))
+        columns.append(checked(read_column, path, id_field, "--id-field", numbers_as_text=True))
     for rows in columns:
         if rows.bad:
             shown = "; ".join(f"row {index}: {why}" for index, why in rows.bad[:5])

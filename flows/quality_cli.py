@@ -75,8 +75,9 @@ def quality_scan(
 ) -> None:
     """Score every record of a file: language, quality values and the reason it would be
     dropped (exit 1 if any would be)."""
-    from flows.secrets_cli import ScanError, _missing_field, _reader
     from pipeline.config import QUALITY_PROFILES, QualityConfig
+    from pipeline.ingest.field_rows import field_batches
+    from pipeline.ingest.files import ReadError
     from pipeline.quality.stage import measure
 
     if profile not in QUALITY_PROFILES:
@@ -86,14 +87,10 @@ def quality_scan(
     allowed = [code.strip() for code in languages.split(",")] if languages else None
     cfg = QualityConfig(default_profile=profile, language={"allow": allowed})
     texts: list[str | None] = []
-    missing = 0  # rows without the text field
     try:
-        for batch in _reader(path)(path, text_field):
+        for batch in field_batches(path, text_field):
             texts.extend(batch.texts)
-            missing += batch.rows_without_field
-        if texts and missing == len(texts):
-            raise ScanError(_missing_field(path, text_field, []))
-    except ScanError as error:
+    except ReadError as error:
         fail(str(error))
     records = pl.DataFrame(
         {"record_id": [str(i) for i in range(len(texts))], "source": "file", "text": texts},

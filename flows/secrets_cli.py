@@ -1,7 +1,8 @@
 """`thresher secrets scan`: a standalone secret scanner over jsonl, csv, parquet or plain text,
 also gzip-compressed (`.jsonl.gz`, `.csv.gz`, `.txt.gz`, …: read by the suffix before `.gz`).
 
-Rows are read in batches (bounded memory) and scanned with `pipeline.secrets.find_secrets`.
+Rows are read in batches (bounded memory) by `pipeline.ingest.field_rows`, the reader every
+scan shares, and scanned with `pipeline.text.secrets.find_secrets`.
 Plain text is read in chunks of whole lines (about 8 MB each): every line is a row, and the
 rules whose matches may hold a line end (PEM private keys) also run over the chunk as one
 text, with the previous chunk's last 64 KiB of lines before it, so a key spread over lines
@@ -22,34 +23,27 @@ be read). Works as a pre-commit hook (several paths accepted).
 from __future__ import annotations
 
 import bisect
-import csv
-import gzip
 import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from io import TextIOWrapper
 from pathlib import Path
-from typing import IO, Annotated
+from typing import Annotated
 
-import orjson
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.ingest import field_rows
+from pipeline.ingest.field_rows import field_batches
+from pipeline.ingest.files import ReadError, bad_row
 from pipeline.text.secrets import LEAD_CHARS, RULES, find_secrets
 from pipeline.text.text_scan import SpanScanner
 
-BATCH_ROWS = 20_000
-BATCH_BYTES = 16 * 2**20
-CHUNK_BYTES = 8 * 2**20  # plain text: new lines scanned as one text
-CHUNK_OVERLAP_BYTES = 64 * 2**10  # ... and carried into the next chunk
+CHUNK_BYTES = field_rows.CHUNK_BYTES  # plain text: new lines scanned as one text
+CHUNK_OVERLAP_BYTES = field_rows.CHUNK_OVERLAP_BYTES  # ... and carried into the next chunk
 
 secrets_app = typer.Typer(
     help="Find credentials and secrets in text data (exit 1 when any are found).",
@@ -61,27 +55,6 @@ stderr = Console(stderr=True, soft_wrap=True, highlight=False)
 @secrets_app.callback()
 def _group() -> None:
     """Keeps `scan` a subcommand (`secrets scan`) although it is the only one."""
-
-
-class ScanError(Exception):
-    """The input cannot be scanned (missing file, missing text field, unreadable row)."""
-
-
-@dataclass
-class Batch:
-    """Texts of consecutive rows starting at row `first`; a bad row holds None.
-
-    `raw` holds, by position in `texts`, the raw text of bad rows that are scanned as they
-    are. For plain text the rows are lines, and `carried` holds the lines just before them
-    (from the previous chunk, already scanned as rows) so that a secret spread over lines
-    and cut by the previous chunk's end is found whole; None for other formats."""
-
-    first: int
-    texts: list[str | None]
-    bad_rows: list[tuple[int, str]] = field(default_factory=list)  # (index, why)
-    rows_without_field: int = 0
-    raw: dict[int, str] = field(default_factory=dict)
-    carried: list[str] | None = None
 
 
 @dataclass
@@ -99,248 +72,14 @@ class Tally:
     by_type: Counter[str] = field(default_factory=Counter)
 
 
-def _inner_suffix(path: Path) -> str:
-    """The suffix that says the format: the one before `.gz` for a gzip file."""
-    suffix = path.suffix.lower()
-    return path.with_suffix("").suffix.lower() if suffix == ".gz" else suffix
-
-
-@contextmanager
-def _open(path: Path) -> Iterator[IO[bytes]]:
-    """The file's bytes, decompressed when its name ends with .gz."""
-    with gzip.open(path, "rb") if path.suffix.lower() == ".gz" else path.open("rb") as handle:
-        yield handle
-
-
-class _Lines:
-    """Lines (without their ending) of a file, counting them so that an error names its row."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.count = 0  # lines read so far: the index of the next one
-
-    def __iter__(self) -> Iterator[bytes]:
-        with _open(self.path) as handle:
-            for line in handle:
-                yield line.rstrip(b"\r\n")
-                self.count += 1
-
-
-def _line_batches(lines: _Lines) -> Iterator[list[bytes]]:
-    batch: list[bytes] = []
-    size = 0
-    for line in lines:
-        batch.append(line)
-        size += len(line) + 1
-        if len(batch) >= BATCH_ROWS or size >= BATCH_BYTES:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
-
-
-def _read_text(path: Path, _text_field: str) -> Iterator[Batch]:
-    """Chunks of whole lines: CHUNK_BYTES of new lines, with the previous chunk's last lines
-    (up to CHUNK_OVERLAP_BYTES) carried before them."""
-    lines = _Lines(path)
-    chunk: list[str] = []
-    carried: list[str] = []
-    first = size = 0
-    with _read_errors(path, lines):
-        for raw in lines:
-            chunk.append(raw.decode("utf-8", errors="replace"))
-            size += len(raw) + 1
-            if size >= CHUNK_BYTES:
-                yield Batch(first, list(chunk), carried=carried)
-                scanned, carried, kept = carried + chunk, [], 0
-                for line in reversed(scanned):
-                    if kept + len(line) >= CHUNK_OVERLAP_BYTES:
-                        break
-                    carried.append(line)
-                    kept += len(line) + 1
-                carried.reverse()
-                first += len(chunk)
-                chunk, size = [], 0
-    if chunk:
-        yield Batch(first, chunk, carried=carried)
-
-
-@contextmanager
-def _read_errors(path: Path, lines: _Lines) -> Iterator[None]:
-    """Any error while reading is a ScanError naming the file and the row."""
-    try:
-        yield
-    except ScanError:
-        raise
-    except Exception as error:  # whatever it is, the row cannot be read
-        raise ScanError(f"{path}: cannot read row {lines.count}: {error}") from error
-
-
-def _jsonl_text(line: bytes, text_field: str) -> tuple[str | None, str | None]:
-    """(text, why the row is bad)."""
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None, "not valid JSON"
-    if not isinstance(record, dict):
-        return None, "not a JSON object"
-    if text_field not in record:
-        return None, f"no field {text_field!r}"  # _scan_file counts these by this prefix
-    value = record[text_field]
-    if value is not None and not isinstance(value, str):
-        return None, f"field {text_field!r} is not a string"
-    return value, None
-
-
-def _read_jsonl(path: Path, text_field: str) -> Iterator[Batch]:
-    """A line that is not a JSON object (broken, or a bare value), lacks the text field or
-    holds a text that is not a string is a bad row whose raw line is scanned."""
-    lines = _Lines(path)
-    first = 0
-    with _read_errors(path, lines):
-        for chunk in _line_batches(lines):
-            batch = Batch(first, [])
-            for offset, line in enumerate(chunk):
-                text, why = _jsonl_text(line, text_field)
-                batch.texts.append(text)
-                if why:
-                    batch.bad_rows.append((first + offset, why))
-                    batch.rows_without_field += why.startswith("no field")
-                    batch.raw[offset] = line.decode("utf-8", errors="replace")
-            yield batch
-            first += len(chunk)
-
-
-def _read_csv(path: Path, text_field: str) -> Iterator[Batch]:
-    """A row with another number of fields than the header is a bad row whose raw text (its
-    lines, without the last line ending) is scanned."""
-    with (
-        _open(path) as binary,
-        TextIOWrapper(binary, encoding="utf-8", errors="replace", newline="") as handle,
-    ):
-        consumed: list[str] = []  # the lines of the row being read
-
-        def lines() -> Iterator[str]:
-            for line in handle:
-                consumed.append(line)
-                yield line
-
-        reader = csv.reader(lines())
-        read = -1  # data rows read; -1 while reading the header
-        try:
-            header = next(reader, [])
-            if text_field not in header:
-                raise ScanError(_missing_field(path, text_field, header))
-            column = header.index(text_field)
-            consumed.clear()
-            batch = Batch(read := 0, [])
-            for row in reader:
-                if len(row) == len(header):
-                    batch.texts.append(row[column])
-                else:
-                    batch.raw[len(batch.texts)] = "".join(consumed).rstrip("\r\n")
-                    batch.texts.append(None)
-                    why = f"{len(row)} fields, the header has {len(header)}"
-                    batch.bad_rows.append((read, why))
-                consumed.clear()
-                read += 1
-                if len(batch.texts) >= BATCH_ROWS:
-                    yield batch
-                    batch = Batch(read, [])
-            if batch.texts:
-                yield batch
-        except ScanError:
-            raise
-        except Exception as error:  # csv.Error (a field over 128 KiB), …
-            where = "the header" if read < 0 else f"row {read}"
-            raise ScanError(
-                f"{path}: cannot read {where} (line {reader.line_num}): {error}"
-            ) from error
-
-
-def _read_parquet(path: Path, text_field: str) -> Iterator[Batch]:
-    if path.suffix.lower() != ".gz":
-        yield from _parquet_batches(path, pq.ParquetFile(path), text_field)
-        return
-    with _open(path) as handle:  # seeks in a gzip stream decompress again: slow but right
-        yield from _parquet_batches(path, pq.ParquetFile(handle), text_field)
-
-
-def _parquet_batches(path: Path, parquet: pq.ParquetFile, text_field: str) -> Iterator[Batch]:
-    """When the text column is not text (numbers, lists, structs, bytes), each row holding a
-    value there is a bad row whose values, rendered as one JSON object, are scanned."""
-    schema = parquet.schema_arrow
-    if text_field not in schema.names:
-        raise ScanError(_missing_field(path, text_field, schema.names))
-    kind = schema.field(text_field).type
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    is_text = kind == pa.null() or any(
-        check(kind) for check in (pa.types.is_string, pa.types.is_large_string, _is_string_view)
-    )
-    first = 0
-    try:
-        columns = [text_field] if is_text else None  # a bad row is rendered whole
-        for record_batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns):
-            values = record_batch.column(text_field)
-            if is_text:
-                yield Batch(first, pl.from_arrow(values).cast(pl.String).to_list())
-            else:
-                yield _bad_parquet_batch(first, record_batch, text_field, f"{kind}")
-            first += record_batch.num_rows
-    except Exception as error:  # a corrupt page, a value that cannot be rendered
-        raise ScanError(f"{path}: cannot read the rows from {first}: {error}") from error
-
-
-def _is_string_view(kind: pa.DataType) -> bool:
-    check = getattr(pa.types, "is_string_view", None)  # pyarrow >= 16
-    return check is not None and check(kind)
-
-
-def _bad_parquet_batch(
-    first: int, record_batch: pa.RecordBatch, text_field: str, kind: str
-) -> Batch:
-    batch = Batch(first, [None] * record_batch.num_rows)
-    why = f"field {text_field!r} is not a string ({kind})"
-    for offset, row in enumerate(record_batch.to_pylist()):
-        if row[text_field] is not None:
-            batch.bad_rows.append((first + offset, why))
-            batch.raw[offset] = orjson.dumps(row, default=_json_default).decode()
-    return batch
-
-
-def _json_default(value: object) -> str:
-    """Bytes as text (invalid UTF-8 replaced); anything else orjson cannot render by str()."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).decode("utf-8", errors="replace")
-    return str(value)
-
-
-def _missing_field(path: Path, text_field: str, fields: list[str]) -> str:
-    return (
-        f"{path}: no field {text_field!r} (fields: {', '.join(fields) or 'none'}); "
-        "pass the field that holds the text with --text-field"
-    )
-
-
-def _reader(path: Path):
-    suffix = _inner_suffix(path)
-    if suffix in (".jsonl", ".ndjson"):
-        return _read_jsonl
-    return {".csv": _read_csv, ".parquet": _read_parquet}.get(suffix, _read_text)
-
-
 def _scan_file(path: Path, text_field: str, out: Output, tally: Tally) -> None:
-    rows = rows_without_field = 0
-    for batch in _reader(path)(path, text_field):
+    for batch in field_batches(path, text_field, CHUNK_BYTES, CHUNK_OVERLAP_BYTES):
         texts = pl.Series("text", batch.texts, dtype=pl.String)
-        rows += len(batch.texts)
-        rows_without_field += batch.rows_without_field
         tally.rows += len(batch.texts)
         tally.bytes += int(texts.str.len_bytes().sum() or 0)
         for index, why in batch.bad_rows:
             tally.bad_rows += 1
-            stderr.print(f"{path}: bad row {index}: {why}")
+            stderr.print(bad_row(path, index, why))
         findings = find_secrets(texts).with_columns(pl.col("index").cast(pl.Int64), raw=False)
         if batch.carried is not None:
             findings = _with_multi_line(findings, batch.carried, batch.texts)
@@ -350,8 +89,6 @@ def _scan_file(path: Path, text_field: str, out: Output, tally: Tally) -> None:
             found_raw = find_secrets(raw).with_columns(pl.col("index").cast(pl.Int64), raw=True)
             findings = pl.concat([findings, found_raw]).sort("index", "start")
         _report(path, batch.first, findings, out, tally)
-    if rows and rows_without_field == rows:
-        raise ScanError(_missing_field(path, text_field, []))
 
 
 # The rules whose matches may hold a line end (private keys): they also run on whole chunks.
@@ -476,7 +213,7 @@ def scan(
     for path in paths:
         try:
             _scan_file(path, text_field, out, tally)
-        except ScanError as error:
+        except ReadError as error:  # a missing text field, an unreadable row
             _fail(str(error))
         except Exception as error:  # exit 2, never 1 ("found"), on any error
             _fail(f"{path}: cannot read: {type(error).__name__}: {error}")

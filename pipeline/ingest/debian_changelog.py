@@ -8,7 +8,6 @@ and entry_id (`package/version`); `_location` is the header's line.
 
 from __future__ import annotations
 
-import gzip
 import re
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -18,15 +17,7 @@ import polars as pl
 from pipeline.config import SourceDeclaration
 from pipeline.core import reasons
 from pipeline.core.errors import DataError
-
-
-def decode_lossy(data: bytes, encoding: str) -> tuple[str, bool]:
-    """The text, and whether it decoded cleanly (bad bytes become U+FFFD)."""
-    try:
-        return data.decode(encoding), True
-    except UnicodeDecodeError:
-        return data.decode(encoding, errors="replace"), False
-
+from pipeline.ingest import files
 
 _CHANGELOG_HEADER = re.compile(
     r"^(?P<package>[a-z0-9][a-z0-9+.-]*) \((?P<version>[^()\s]+)\) (?P<distribution>[^;]*);(?P<options>.*)$"
@@ -36,15 +27,14 @@ _CHANGELOG_TRAILER = re.compile(r"^ -- (?P<maintainer>.*?) <(?P<email>[^>]*)>  (
 
 def read_debian_changelog(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     """Debian changelog entries: header, change lines, ` -- Name <email>  date` trailer."""
-    data = path.read_bytes()
-    if path.suffix == ".gz":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as error:
-            raise DataError(
-                f"{path}: not a readable gzip file ({error}); reinstall or remove it"
-            ) from None
-    text, _ = decode_lossy(data, source.encoding)
+    data = files.read_bytes(path, decompress=False)
+    try:
+        data = files.decompressed(path, data)
+    except (OSError, EOFError) as error:
+        raise DataError(
+            f"{path}: not a readable gzip file ({error}); reinstall or remove it"
+        ) from None
+    text, _ = files.decode_lossy(data, source.encoding)
     entries, current = [], None
     for number, line in enumerate(text.split("\n"), start=1):
         header = _CHANGELOG_HEADER.match(line)

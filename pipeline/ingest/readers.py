@@ -3,7 +3,9 @@
 A raw frame has `_location` (1-based line for jsonl and changelogs, 1-based data row for
 csv and parquet, 1 for a text file), `_error` (a reason code, null for a good row) and one
 column per input field, kept as read. Readers never raise for a bad row; they raise
-DataError only when the whole file cannot be used, naming the file and what to do.
+DataError only when the whole file cannot be used, naming the file and what to do. Files are
+opened and decoded by `pipeline.ingest.files`; a source file is read whole, as it is (not
+decompressed: a Debian changelog decompresses its own).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import polars as pl
 from pipeline.config import FieldMapping, SourceDeclaration
 from pipeline.core import reasons, storage
 from pipeline.core.errors import DataError
-from pipeline.ingest.debian_changelog import decode_lossy, read_debian_changelog
+from pipeline.ingest import files
+from pipeline.ingest.debian_changelog import read_debian_changelog
+from pipeline.ingest.files import decode_lossy, is_utf8
 
 # The text must be a JSON string; the other mapped roles may be any JSON scalar. Values of
 # another JSON type would otherwise be silently turned into strings by the fast reader.
@@ -53,8 +57,8 @@ def _read_jsonl(path: Path, name: str, source: SourceDeclaration) -> pl.DataFram
     object, or bytes not valid in its encoding is first sorted line by line, so each bad
     line can be named; polars then reads the good lines, so every value is rendered the
     same way whichever path a file took."""
-    data = path.read_bytes()
-    if _is_utf8(source.encoding):
+    data = files.read_bytes(path, decompress=False)
+    if is_utf8(source.encoding):
         data = data.removeprefix(codecs.BOM_UTF8)
         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
         try:
@@ -67,10 +71,6 @@ def _read_jsonl(path: Path, name: str, source: SourceDeclaration) -> pl.DataFram
                 frame.with_columns(locations.alias("_location")), data, source.fields
             )
     return _read_jsonl_by_line(data, source)
-
-
-def _is_utf8(encoding: str) -> bool:
-    return codecs.lookup(encoding).name == "utf-8"
 
 
 def _parse_json_lines(data: bytes, fields: FieldMapping) -> pl.DataFrame:
@@ -148,7 +148,7 @@ def _read_jsonl_by_line(data: bytes, source: SourceDeclaration) -> pl.DataFrame:
 
 def _decoded_lines(data: bytes, encoding: str) -> list[str | None]:
     """The file's lines as text; None for a line whose bytes are not valid in `encoding`."""
-    if _is_utf8(encoding):
+    if is_utf8(encoding):
         lines = []
         for raw in data.split(b"\n"):
             try:
@@ -186,7 +186,7 @@ def _nested_json(value) -> str:
 
 
 def _read_csv(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    text, valid = decode_lossy(path.read_bytes(), source.encoding)
+    text, valid = decode_lossy(files.read_bytes(path, decompress=False), source.encoding)
     text = text.removeprefix("\ufeff")
     if not text.strip():  # an empty file holds no records
         schema = {"_location": pl.Int64, "_error": pl.String}
@@ -241,7 +241,9 @@ def _read_csv_by_row(text: str) -> pl.DataFrame:
 
 def _read_parquet(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
     try:
-        frame = pl.read_parquet(path if storage.is_local(path) else io.BytesIO(path.read_bytes()))
+        frame = pl.read_parquet(
+            path if storage.is_local(path) else io.BytesIO(files.read_bytes(path, decompress=False))
+        )
     except Exception as error:
         raise DataError(
             f"{path}: not a readable Parquet file ({error}); fix or remove the file"
@@ -287,7 +289,7 @@ def _require_columns(path: Path, frame: pl.DataFrame, source: SourceDeclaration)
 
 
 def _read_text(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    text, valid = decode_lossy(path.read_bytes(), source.encoding)
+    text, valid = decode_lossy(files.read_bytes(path, decompress=False), source.encoding)
     return pl.DataFrame(
         {
             "_location": [1],
