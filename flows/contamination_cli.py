@@ -5,7 +5,7 @@ Both files are read by the reader the scans share (`pipeline.ingest.field_rows`)
 `.csv`, `.parquet` or `.txt` (one text per line), each also gzip-compressed (`.jsonl.gz`: the
 format is the suffix before `.gz`). The text is the `--text-field` of each row
 (`--eval-text-field` for the evaluation file; a `.txt` file has none). Texts are normalized as
-ingest does, then checked with pipeline/eval_index.py: `exact` (same normalized text), `ngram`
+ingest does, then checked with pipeline/text/eval_index.py: `exact` (same normalized text), `ngram`
 (a shared word n-gram, 13 words unless `--ngram`; evaluation items shorter than that need half
 of their 5-grams, shorter than 5 words are skipped), `minhash` (Jaccard similarity of 5-word
 shingles of at least 0.8) and, when asked for, `embedding` (cosine of all-MiniLM-L6-v2 vectors
@@ -73,7 +73,8 @@ def check(
     """Find training rows that repeat evaluation items: exactly, by a shared word n-gram, by
     MinHash similarity or by embedding similarity. Exit 0 clean, 1 found, 2 error."""
     from pipeline.core.errors import ThresherError
-    from pipeline.text.eval_index import ContaminationIndex, eval_items, strongest
+    from pipeline.text.eval_index import ContaminationIndex, strongest
+    from pipeline.text.eval_sets import eval_items
 
     started = time.perf_counter()
     settings = _methods(methods, ngram)
