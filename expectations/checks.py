@@ -21,6 +21,7 @@ from pipeline.core import reasons
 from pipeline.core.licenses import license_class
 from pipeline.core.storage import file_sha256
 from pipeline.leakage import leakage_columns, spanning
+from pipeline.stage import STAGES
 from pipeline.text import content_findings
 
 # four standard deviations of a binomial share: a fair hash split of few groups strays
@@ -225,7 +226,7 @@ def _batches(rows: pl.LazyFrame, batch_rows: int) -> Iterator:
 
 def approved_records(ledger_dir: Path) -> pl.DataFrame:
     """record_id of every record a reviewer approved in this run's governance events."""
-    parts = sorted(ledger_dir.glob("2-govern*.parquet"))
+    parts = sorted(ledger_dir.glob(f"{STAGES['govern'].ledger_part}*.parquet"))
     if not parts:
         return pl.DataFrame(schema={"record_id": pl.String})
     return (
