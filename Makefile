@@ -35,9 +35,16 @@ test-services:
 	  $(SUDO) apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends chromium chromium-driver; }
 
+# Every test, on two workers (pytest-xdist). The tests that start services (marked `services`:
+# Prefect servers, PostgreSQL, Chromium, torchrun, process workers) run too, first, beside the
+# others: each starts its own on a free port over its own temporary folder. Tests that share a
+# module fixture, or the one curated version of tests/conftest.py, stay on one worker
+# (`--dist loadgroup`). `make test PYTEST_ARGS='-m "not services"'` leaves the services out.
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS ?=
 test: $(STAMP) test-services
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -1,4 +1,6 @@
-"""Shared fixtures: real data (SMS Spam Collection, Debian changelogs) and projects."""
+"""Shared fixtures: real data (SMS Spam Collection, Debian changelogs) and projects; the
+markers, the order and the xdist groups of the suite (`make test` runs it with
+`pytest -n 2 --dist loadgroup`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from helpers import (
     CHANGELOG_SOURCE,
     DEBIAN_POLICY,
     SMS_SOURCE,
+    run_json,
     sms_rows,
     write_jsonl,
     write_project,
@@ -20,6 +23,71 @@ from helpers import (
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+# Tests that start a service: a Prefect server (these fixtures), PostgreSQL, Chromium, torchrun
+# or real worker processes (marked in their modules). They run in `make test` like the rest,
+# in parallel with it: each starts its own server on a free port over its own temporary
+# folder and database. They are the long ones, so they are scheduled first.
+SERVICE_FIXTURES = {"prefect_server", "postgres_server"}
+
+
+def pytest_sessionstart(session):
+    """Bind Prefect's log handlers to this session's stderr before any test runs.
+
+    Prefect configures logging once per process, on its first import, and its console handler
+    keeps the sys.stderr of that moment. Were that first import inside a CliRunner invocation
+    (`thresher ...` in-process), the handler would keep the runner's stream, closed once the
+    invocation returns, and every later Prefect log line (a test's teardown, another test)
+    would fail with "I/O operation on closed file". Whatever the order of the tests, it is
+    configured here first."""
+    import prefect.main  # noqa: F401  (runs prefect.logging.configuration.setup_logging())
+
+
+def _uses_a_service(item) -> bool:
+    if item.get_closest_marker("services") is not None:
+        return True
+    if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)  # tests/data_catalog: [postgresql]
+    return callspec is not None and callspec.params.get("catalog_backend") == "postgresql"
+
+
+def _shared_fixture_scope(item) -> str | None:
+    """The module (or class) whose module- or class-scoped test fixture `item` uses: tests
+    sharing such a fixture go to one xdist worker, so that it is built once, not once per
+    worker. Fixtures of conftest files (session-scoped servers, data) are per worker anyway."""
+    info = getattr(item, "_fixtureinfo", None)
+    module = item.nodeid.split("::")[0]
+    if info is None:
+        return None
+    for name in info.names_closure:
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            if fixturedef.scope in ("module", "class") and fixturedef.baseid.startswith(module):
+                return module
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark the service tests; put the tests that share an expensive fixture in one xdist
+    group; run the longest first (the demo, then the service tests), so that two workers end
+    together. The order is a stable sort, the same in every worker."""
+    xdist = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        if _uses_a_service(item):
+            item.add_marker(pytest.mark.services)
+        group = _shared_fixture_scope(item)
+        if group is None and "curated_sms" in getattr(item, "fixturenames", ()):
+            group = "curated_sms"
+        if group is not None and xdist and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+    def rank(item) -> int:
+        if item.get_closest_marker("longest") is not None:
+            return 0
+        return 1 if item.get_closest_marker("services") is not None else 2
+
+    items[:] = sorted(items, key=rank)
 
 
 @pytest.fixture(scope="session")
@@ -42,14 +110,24 @@ def sms_project(tmp_path: Path, sms_spam: pl.DataFrame) -> Path:
 
 
 @pytest.fixture(scope="session")
+def curated_sms(tmp_path_factory, sms_spam, prefect_server) -> tuple[Path, dict]:
+    """(config, summary): one `thresher run --json` of the `sms_project` inputs, shared by the
+    tests that only read the version it publishes (its report, its catalog entry): built
+    once per xdist worker, and all its users are in one xdist group. Do not write to it."""
+    root = tmp_path_factory.mktemp("curated-sms")
+    write_jsonl(root / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 600))
+    config = write_project(
+        root, [SMS_SOURCE, CHANGELOG_SOURCE], publish={"shard_rows": 200}, policy=DEBIAN_POLICY
+    )
+    return config, run_json(config)
+
+
+@pytest.fixture(scope="session")
 def prefect_server():
     """One temporary Prefect server for every flow test of the session."""
-    from prefect.logging.configuration import setup_logging
     from prefect.testing.utilities import prefect_test_harness
 
-    # Prefect binds its log handlers to the stderr of the moment it first logs; bind them
-    # now, not to the short-lived stream of the first in-process CLI invocation.
-    setup_logging()
+    # its log handlers are bound to the session's stderr already (pytest_sessionstart)
     with prefect_test_harness(server_startup_timeout=120):
         yield
 

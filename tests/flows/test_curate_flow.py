@@ -133,8 +133,8 @@ def test_catalog_verify_names_a_tampered_shard(sms_project):
     ]
 
 
-def test_catalog_list_and_show(sms_project):
-    summary = run_json(sms_project)
+def test_catalog_list_and_show(curated_sms):
+    sms_project, summary = curated_sms
     workdir = sms_project.parent / "work"
     listed = thresher("catalog", "list", "--workdir", workdir, "--json")
     (row,) = [json.loads(line) for line in listed.stdout.splitlines()]

@@ -10,7 +10,7 @@ import pytest
 from data_catalog.catalog import open_version
 from flows.demo import run_demo
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
+pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.longest]
 
 
 def test_the_demo_publishes_sms_and_changelogs_and_keeps_research_only_data_out(tmp_path):

@@ -43,6 +43,8 @@ FAULT_INJECTION = REPOSITORY / "tests" / "fault_injection"
 NAME = "test-set"
 RUN_TIMEOUT = 120  # seconds from `prefect deployment run` to a final state; ~12 s measured
 
+pytestmark = pytest.mark.services  # a Prefect server and process workers of its own
+
 
 @dataclass(frozen=True)
 class Project:

@@ -19,8 +19,8 @@ from pipeline.core import ledger
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
-def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(sms_project):
-    summary = run_json(sms_project)
+def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(curated_sms):
+    sms_project, summary = curated_sms
     html_path = Path(summary["paths"]["report"])
     folder = html_path.parent
     assert folder == sms_project.parent / "work" / "reports" / "test-set" / summary["dataset_hash"]

@@ -29,10 +29,13 @@ from data_catalog.catalog import Catalog
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-    reason="needs Debian's chromium and chromium-driver (`make test-services` installs them)",
-)
+pytestmark = [
+    pytest.mark.services,
+    pytest.mark.skipif(
+        not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+        reason="needs Debian's chromium and chromium-driver (`make test-services` installs them)",
+    ),
+]
 
 
 def queued_project(root: Path, token: str) -> tuple[Path, dict[str, str]]:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from trainkit import run_manifest, sms_project, tiny, weights
 
@@ -17,6 +18,8 @@ from training.run import train
 
 REPO = Path(training.__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).parent / "torchrun"
+
+pytestmark = pytest.mark.services  # two torchrun processes (gloo)
 
 
 def torchrun(config: Path, processes: int = 2) -> subprocess.CompletedProcess:
