@@ -67,20 +67,41 @@ def _shared_fixture_scope(item) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
     """Mark the service tests; put the tests that share an expensive fixture in one xdist
-    group; run the longest first (the demo, then the service tests), so that two workers end
+    group (here, as each test is collected: xdist reads the groups in its own
+    pytest_collection_modifyitems, which may run before this conftest's)."""
+    if _uses_a_service(item):
+        item.add_marker(pytest.mark.services)
+    group = _shared_fixture_scope(item)
+    if group is None and "curated_sms" in getattr(item, "fixturenames", ()):
+        group = "curated_sms"
+    xdist = item.config.pluginmanager.hasplugin("xdist")
+    if group is not None and xdist and item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _group_in_nodeid(item) -> None:
+    """What `--dist loadgroup` does in each worker: the test's group goes into its node id,
+    `path::test[params]@group`, which the scheduler reads. pytest-xdist 3.8.0 writes the
+    pre-9.2 attribute, which pytest 9.2 no longer reads, so every test would be scheduled on
+    its own (pytest-dev/pytest-xdist#1386, fix in #1388): done here on the structured id."""
+    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                     for m in item.iter_markers("xdist_group")})  # fmt: skip
+    nodeid = item.nodeid
+    if not groups or nodeid.rfind("@") > nodeid.rfind("]") or not hasattr(item, "_id"):
+        return  # no group, or xdist did it
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{nodeid}@{'_'.join(groups)}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the longest first (the demo, then the service tests), so that two workers end
     together. The order is a stable sort, the same in every worker."""
-    xdist = config.pluginmanager.hasplugin("xdist")
-    for item in items:
-        if _uses_a_service(item):
-            item.add_marker(pytest.mark.services)
-        group = _shared_fixture_scope(item)
-        if group is None and "curated_sms" in getattr(item, "fixturenames", ()):
-            group = "curated_sms"
-        if group is not None and xdist and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    if os.environ.get("PYTEST_XDIST_WORKER") and config.getvalue("loadgroup"):
+        for item in items:
+            _group_in_nodeid(item)
 
     def rank(item) -> int:
         if item.get_closest_marker("longest") is not None:
