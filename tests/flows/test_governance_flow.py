@@ -293,12 +293,11 @@ def test_forget_rerun_affected_withdraw_and_purge(tmp_path, sms_spam):
 
 
 def test_a_run_that_fails_midway_removes_its_record_files(tmp_path, sms_spam, monkeypatch):
-    import flows.curate
-
     def broken_split(*_args):
         raise RuntimeError("split broke")
 
-    monkeypatch.setattr(flows.curate, "split", broken_split)
+    # the flow looks the stage up in the registry when it runs it
+    monkeypatch.setattr("pipeline.split.stage.split", broken_split)
     write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 50))
     config = write_project(tmp_path, [SMS_SOURCE])
     with pytest.raises(RuntimeError, match="split broke"):
