@@ -47,8 +47,8 @@ import polars as pl
 import typer
 
 from flows.cli_common import JsonOption, emit, fail, stderr
+from pipeline.ingest.files import SUFFIX_FORMATS
 
-FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 # method -> its stage in the registry (pipeline/stage.py), run in this order by `all`
 METHODS = {"exact": "exact_dedup", "minhash": "near_dedup", "semantic": "semantic_dedup"}
 KEEP_RULES = {"first": ["earliest_timestamp"], "longest": ["longest_text", "earliest_timestamp"]}
@@ -98,9 +98,11 @@ def dedup(
     if not input.is_file():
         what = "is a directory" if input.is_dir() else "no such file"
         fail(f"{input}: {what}; give the path of a .jsonl, .csv or .parquet file")
-    fmt = FORMATS.get(input.suffix.lower())
+    fmt = SUFFIX_FORMATS.get(input.suffix.lower())
     if fmt is None:
-        fail(f"{input}: unknown format {input.suffix!r}; dedup reads {', '.join(FORMATS)} files")
+        fail(
+            f"{input}: unknown format {input.suffix!r}; dedup reads {', '.join(SUFFIX_FORMATS)} files"
+        )
     cfg = _run_config(input, fmt, text_field, id_field, methods, output, keep, thresholds)
     stages = {name: _stage(name) for name in methods}
     try:
