@@ -21,8 +21,9 @@ from data_catalog import tables
 from data_catalog.catalog import Catalog, now
 from pipeline.config import ContaminationMethods
 from pipeline.core.errors import DataError
+from pipeline.core.schema import EvalSet
 from pipeline.text.embeddings import model_digest
-from pipeline.text.eval_sets import EvalSet, eval_items, load_eval_set, write_eval_set
+from pipeline.text.eval_sets import eval_items, load_eval_set, write_eval_set
 
 EVALS_DIR = "evals"
 EMBEDDING_CACHE = Path("cache") / "embeddings"

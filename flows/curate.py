@@ -38,6 +38,7 @@ from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_r
 from pipeline.core import ledger, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError
+from pipeline.core.schema import EvalSet
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, ingest
 from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.publish.reader import read_version
@@ -45,7 +46,6 @@ from pipeline.publish.stage import publish
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion
 from pipeline.split.field_leakage import field_lists, single_feature_check
 from pipeline.stage import CURATE_STAGES, STAGES, RunContext
-from pipeline.text.eval_sets import EvalSet
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 # host, pid, process start time and Prefect flow run of the process running it, while it runs

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import polars as pl
 
 from pipeline.config import RunConfig
-from pipeline.text.eval_sets import EvalSet
+from pipeline.core.schema import EvalSet
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import polars as pl
 
 RECORD_SCHEMA = pl.Schema(
@@ -94,3 +97,12 @@ DELETION_KINDS = {
     "record_id": "record_id",
     "content_hash": "source_content_hash",
 }
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """A registered protected evaluation set, loaded from its folder (files verified)."""
+
+    name: str
+    folder: Path
+    items: pl.DataFrame  # item_id (String), text (String), content_hash (String)

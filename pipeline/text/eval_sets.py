@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ from pipeline.config.contamination import (
 from pipeline.core.errors import DataError
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.normalize import normalize_text
+from pipeline.core.schema import EvalSet
 from pipeline.core.storage import file_sha256
 from pipeline.text.eval_minhash import CHAR_NGRAM, MINHASH_VERSION, banding, item_minhash
 from pipeline.text.word_ngrams import NGRAM_VERSION, item_grams
@@ -37,15 +37,6 @@ _PARQUET = {"compression": "zstd", "compression_level": 3, "statistics": False}
 
 
 _REGISTER = "register it again with `thresher eval register {name} PATH`"
-
-
-@dataclass(frozen=True)
-class EvalSet:
-    """A registered protected evaluation set, loaded from its folder (files verified)."""
-
-    name: str
-    folder: Path
-    items: pl.DataFrame  # item_id (String), text (String), content_hash (String)
 
 
 def eval_items(texts: pl.Series, item_ids: pl.Series | None = None) -> pl.DataFrame:
