@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -29,6 +30,9 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # in parallel with it: each starts its own server on a free port over its own temporary
 # folder and database. They are the long ones, so they are scheduled first.
 SERVICE_FIXTURES = {"prefect_server", "postgres_server"}
+# Session fixtures built once per worker and only read by their tests: each one's users go to
+# one xdist group, so that it is built once in the session.
+SHARED_SESSION_FIXTURES = {"curated_sms", "demo_run"}
 
 
 def pytest_sessionstart(session):
@@ -73,9 +77,10 @@ def pytest_itemcollected(item):
     pytest_collection_modifyitems, which may run before this conftest's)."""
     if _uses_a_service(item):
         item.add_marker(pytest.mark.services)
-    group = _shared_fixture_scope(item)
-    if group is None and "curated_sms" in getattr(item, "fixturenames", ()):
-        group = "curated_sms"
+    shared = SHARED_SESSION_FIXTURES & set(getattr(item, "fixturenames", ()))
+    group = min(shared) if shared else _shared_fixture_scope(item)
+    if "demo_run" in shared:
+        item.add_marker(pytest.mark.longest)
     xdist = item.config.pluginmanager.hasplugin("xdist")
     if group is not None and xdist and item.get_closest_marker("xdist_group") is None:
         item.add_marker(pytest.mark.xdist_group(group))
@@ -141,6 +146,24 @@ def curated_sms(tmp_path_factory, sms_spam, prefect_server) -> tuple[Path, dict]
         root, [SMS_SOURCE, CHANGELOG_SOURCE], publish={"shard_rows": 200}, policy=DEBIAN_POLICY
     )
     return config, run_json(config)
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    workdir: Path
+    summary: dict  # the curate flow's summary
+    trained: dict  # the train flow's summary
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory, prefect_server) -> DemoRun:
+    """`make demo`, once: the curate flow on real data with the embedded defaults, then the
+    train flow fine-tuning MiniLM on the version it published. Read it; do not write to it."""
+    from flows.demo import run_demo
+
+    directory = tmp_path_factory.mktemp("demo") / "demo"
+    summary, trained = run_demo(directory)
+    return DemoRun(directory / "work", summary, trained)
 
 
 @pytest.fixture(scope="session")

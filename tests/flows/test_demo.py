@@ -5,16 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-import pytest
 
 from data_catalog.catalog import open_version
-from flows.demo import run_demo
-
-pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.longest]
 
 
-def test_the_demo_publishes_sms_and_changelogs_and_keeps_research_only_data_out(tmp_path):
-    summary, trained = run_demo(tmp_path / "demo")
+def test_the_demo_publishes_sms_and_changelogs_and_keeps_research_only_data_out(demo_run):
+    summary, trained = demo_run.summary, demo_run.trained
     assert summary["created"]
     # TREC is free for research use only: the default policy keeps every question out
     assert summary["reasons"]["dropped"]["license_not_allowed"] == 5382
@@ -24,7 +20,7 @@ def test_the_demo_publishes_sms_and_changelogs_and_keeps_research_only_data_out(
         summary["published"] + summary["dropped"] + summary["quarantined"]
         == summary["records_in"] + summary["generated"]
     )
-    version = open_version(tmp_path / "demo" / "work", "thresher-demo")
+    version = open_version(demo_run.workdir, "thresher-demo")
     published = pl.concat([frame.collect() for frame in version.splits.values()])
     variants = published.filter(pl.col("augmented_from").is_not_null())
     assert variants.height == summary["augment"]["kept"] and set(variants["split"]) == {"train"}
