@@ -244,7 +244,7 @@ def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
     if not plan.config.gates.enabled:
         result = GateResult(gate, skipped=True)
     else:
-        project = GateProject(plan.run_dir)
+        project = GateProject.of(plan.run_dir)
         if gate == "ingested":
             records = pl.scan_parquet(Path(input_dir) / "*.parquet")
             result = check_ingested(project, records, plan.config.gates, plan.started_at)

@@ -168,7 +168,7 @@ def write_failed_run_report(
     if docs.parent.parent.exists():
         from expectations.gates import GateProject
 
-        docs = GateProject(run_dir).build_docs()
+        docs = GateProject.of(run_dir).build_docs()
         report["data_docs"] = str(docs / "index.html")
     _write(run_dir, report)
     return run_dir / REPORT_HTML
@@ -237,7 +237,7 @@ def _copy_data_docs(run_dir: Path, folder: Path) -> Path | None:
         return None
     from expectations.gates import GateProject
 
-    site = GateProject(run_dir).build_docs()
+    site = GateProject.of(run_dir).build_docs()
     target = folder / "data_docs"
     if target != site:
         shutil.rmtree(target, ignore_errors=True)
