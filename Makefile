@@ -40,11 +40,15 @@ test-services:
 # others: each starts its own on a free port over its own temporary folder. Tests that share a
 # module fixture, or the one curated version of tests/conftest.py, stay on one worker
 # (`--dist loadgroup`). `make test PYTEST_ARGS='-m "not services"'` leaves the services out.
+# Each worker computes on one thread (torch, polars): two workers on two cores. With a thread
+# per core in each worker, four busy threads share two cores and the suite takes longer.
 PYTEST_WORKERS ?= 2
+PYTEST_THREADS ?= 1
 PYTEST_ARGS ?=
 test: $(STAMP) test-services
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	OMP_NUM_THREADS=$(PYTEST_THREADS) POLARS_MAX_THREADS=$(PYTEST_THREADS) \
+	  $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
