@@ -12,12 +12,14 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
-
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config.train import TokenizerConfig
 from pipeline.text.embeddings import model_path
+
+if TYPE_CHECKING:  # transformers imports torch: seconds, only where a tokenizer is loaded
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
 
 MINILM_TOKENIZER_FILES = (
     "tokenizer.json",
@@ -61,9 +63,24 @@ class TokenizerRecord:
 
 
 def load_minilm(cfg: TokenizerConfig) -> tuple[PreTrainedTokenizerFast, TokenizerRecord]:
+    from transformers import AutoTokenizer
+
     folder = model_path()
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     return tokenizer, _record("minilm", tokenizer, cfg, folder, MINILM_TOKENIZER_FILES)
+
+
+def minilm_word_pieces() -> tuple[Tokenizer, str]:
+    """MiniLM's WordPiece tokenizer as the `tokenizers` library loads it, and its digest: the
+    token ids of `load_minilm`'s tokenizer without importing transformers and torch, for
+    counting tokens. Its tokenizer.json pads and truncates to 128; counting does neither."""
+    from tokenizers import Tokenizer
+
+    folder = model_path()
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer, files_digest(folder, MINILM_TOKENIZER_FILES)
 
 
 def train_bpe(
@@ -71,6 +88,7 @@ def train_bpe(
 ) -> tuple[PreTrainedTokenizerFast, TokenizerRecord]:
     """Train a byte-level BPE on `texts` and save it to `folder` (rank 0 only)."""
     from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
 
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(
@@ -87,6 +105,8 @@ def train_bpe(
 
 
 def load_bpe(cfg: TokenizerConfig, folder: Path) -> tuple[PreTrainedTokenizerFast, TokenizerRecord]:
+    from transformers import PreTrainedTokenizerFast
+
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(folder))
     return tokenizer, _record("bpe", tokenizer, cfg, folder, ["tokenizer.json"])
 

@@ -13,8 +13,10 @@ import pytest
 import yaml
 from helpers import run_json, sms_rows, thresher, write_jsonl
 
-from data_catalog.catalog import Catalog
+from data_catalog.catalog import Catalog, open_version
+from pipeline.config.train import TokenizerConfig
 from pipeline.core import ledger
+from training.tokenization import load_minilm
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -37,6 +39,13 @@ def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(cura
     manifest = json.loads((Path(summary["paths"]["manifest"])).read_text())
     assert {name: s["records"] for name, s in report["splits"].items()} == manifest["split_counts"]
     assert all(s["tokens"] > s["records"] for s in report["splits"].values() if s["records"])
+    # counted without transformers, the same tokens as the training tokenizer gives
+    tokenizer, record = load_minilm(TokenizerConfig())
+    assert report["tokenizer"]["digest"] == record.digest
+    for name, frame in open_version(sms_project.parent / "work", "test-set").splits.items():
+        texts = frame.select("text").collect()["text"].to_list()
+        ids = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        assert report["splits"][name]["tokens"] == sum(map(len, ids)), name
     assert [s["name"] for s in report["sources"]] == ["sms", "changelogs"]
     by_source = {s["name"]: s for s in report["sources"]}
     assert by_source["sms"]["license_class"] == "attribution"
