@@ -122,6 +122,21 @@ def write_project(root: Path, sources: list[dict], name: str = "test-set", **sec
     return path
 
 
+def run_context(run_dir: Path, parent: pl.DataFrame | None = None, **state) -> RunContext:
+    """The context of a run of an empty config, for calling a stage function directly; with
+    `parent`, the published splits of a parent version."""
+    cfg = RunConfig(name="t", sources=[])
+    return RunContext(
+        run_id="r",
+        run_dir=run_dir,
+        config=cfg,
+        config_hash=config_hash(cfg),
+        parent_version="p" if parent is not None else None,
+        parent_splits=parent.lazy() if parent is not None else None,
+        **state,
+    )
+
+
 def stage_version(
     root, sms_spam, name="sms", stop=300, run_id="run-1", parent=None
 ) -> tuple[StagedVersion, RunConfig]:

@@ -8,24 +8,12 @@ import math
 import polars as pl
 import pytest
 import xxhash
+from helpers import as_records, run_context
 
 from pipeline.augment.synthetic import synthetic
-from pipeline.config import RunConfig, SyntheticPolicy, config_hash
+from pipeline.config import SyntheticPolicy
 from pipeline.core import reasons
 from pipeline.leakage import check_disjoint
-from pipeline.stage import RunContext
-from tests.helpers import as_records
-
-
-def context(tmp_path, locked: list[str] | None = None) -> RunContext:
-    cfg = RunConfig(name="t", sources=[])
-    return RunContext(
-        run_id="r",
-        run_dir=tmp_path,
-        config=cfg,
-        config_hash=config_hash(cfg),
-        locked_test=pl.DataFrame({"record_id": locked}) if locked else None,
-    )
 
 
 def records(sms_spam: pl.DataFrame, rows: list[dict]) -> pl.LazyFrame:
@@ -52,7 +40,7 @@ def test_the_cap_keeps_the_most_synthetic_records_the_share_allows(tmp_path, sms
     real = [{"record_id": f"real-{i}", "split": "train"} for i in range(60)]
     made = [{"record_id": f"syn-{i}", "split": "train", "synthetic": True} for i in range(40)]
     cfg = SyntheticPolicy(max_share={"train": 0.25})
-    result = synthetic(records(sms_spam, real + made), cfg, context(tmp_path))
+    result = synthetic(records(sms_spam, real + made), cfg, run_context(tmp_path))
 
     # s / (60 + s) <= 0.25 holds up to s = 20: 20 of the 40 stay
     allowed = math.floor(0.25 * 60 / 0.75)
@@ -78,7 +66,7 @@ def test_a_zero_share_drops_every_synthetic_record_of_that_split(tmp_path, sms_s
         {"record_id": f"syn-{i}", "split": "train", "synthetic": True} for i in range(3)
     ]
     result = synthetic(
-        records(sms_spam, rows), SyntheticPolicy(max_share={"train": 0}), context(tmp_path)
+        records(sms_spam, rows), SyntheticPolicy(max_share={"train": 0}), run_context(tmp_path)
     )
     assert result.frame.collect()["record_id"].to_list() == ["real-0"]
 
@@ -97,7 +85,7 @@ def test_synthetic_records_leave_validation_and_test_unless_that_would_leak(tmp_
          "group": "g-2", "synthetic": True},
         {"record_id": "syn-linked", "split": "validation", "group": "g-2", "synthetic": True},
     ]  # fmt: skip
-    result = synthetic(records(sms_spam, rows), SyntheticPolicy(), context(tmp_path))
+    result = synthetic(records(sms_spam, rows), SyntheticPolicy(), run_context(tmp_path))
 
     out = result.frame.collect()
     assert dict(out.select("record_id", "split").iter_rows()) == {
@@ -130,7 +118,7 @@ def test_held_out_allowed_or_a_locked_test_set_keeps_them_in_place(tmp_path, sms
         {"record_id": "syn-val", "split": "validation", "synthetic": True},
         {"record_id": "syn-locked", "split": "test", "synthetic": True},
     ]
-    ctx = context(tmp_path, locked=["syn-locked"])
+    ctx = run_context(tmp_path, locked_test=pl.DataFrame({"record_id": ["syn-locked"]}))
     result = synthetic(records(sms_spam, rows), SyntheticPolicy(held_out=held_out), ctx)
     placed = dict(result.frame.collect().select("record_id", "split").iter_rows())
     assert placed == {"syn-val": "validation" if held_out else "train", "syn-locked": "test"}

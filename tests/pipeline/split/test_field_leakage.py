@@ -7,13 +7,13 @@ import json
 
 import polars as pl
 import pytest
+from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
 
 from pipeline.config import FieldLeakageConfig, RunConfig, SourceDeclaration, config_hash
 from pipeline.core.errors import ConfigError
 from pipeline.ingest.stage import ingest
 from pipeline.split.field_leakage import field_lists, single_feature_check
 from pipeline.stage import RunContext
-from tests.helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
 
 FIELDS = {**SMS_SOURCE["fields"], "metadata": ["channel", "resolution"]}
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 import pytest
-from helpers import CHANGELOG_SOURCE, SMS_SOURCE, as_records, sms_rows, write_jsonl
+from helpers import CHANGELOG_SOURCE, SMS_SOURCE, as_records, run_context, sms_rows, write_jsonl
 
 from pipeline.config import RunConfig, SourceDeclaration, SplitConfig, config_hash
 from pipeline.core import reasons
@@ -39,19 +39,6 @@ def changelogs(tmp_path) -> pl.DataFrame:
     return ingested(tmp_path, CHANGELOG_SOURCE).collect()
 
 
-def ctx_with(tmp_path, parent: pl.DataFrame | None = None, **state) -> RunContext:
-    cfg = RunConfig(name="t", sources=[])
-    return RunContext(
-        run_id="r",
-        run_dir=tmp_path,
-        config=cfg,
-        config_hash=config_hash(cfg),
-        parent_version="p" if parent is not None else None,
-        parent_splits=parent.lazy() if parent is not None else None,
-        **state,
-    )
-
-
 def with_clusters(frame: pl.LazyFrame, clusters: dict[str, str]) -> pl.LazyFrame:
     """Records with the cluster ids a dedup stage would give: `clusters` maps record ids to
     their cluster, every other record is its own."""
@@ -75,7 +62,7 @@ def two_groups_apart(tmp_path) -> tuple[str, str]:
     """Two group names the plain hash puts in different splits."""
     names = [f"g{n}" for n in range(40)]
     rows = as_records([{"record_id": f"r-{g}", "group": g} for g in names], source="s")
-    natural = splits_of(split(rows, SplitConfig(), ctx_with(tmp_path)))
+    natural = splits_of(split(rows, SplitConfig(), run_context(tmp_path)))
     first = names[0]
     other = next(g for g in names if natural[f"r-{g}"] != natural[f"r-{first}"])
     return first, other
@@ -83,7 +70,7 @@ def two_groups_apart(tmp_path) -> tuple[str, str]:
 
 def test_no_group_spans_two_splits_and_fractions_hold(tmp_path, sms_spam):
     frame = real_records(tmp_path, sms_spam, stop=4800)
-    result = split(frame, SplitConfig(), ctx_with(tmp_path))
+    result = split(frame, SplitConfig(), run_context(tmp_path))
     assigned = result.frame.collect()
     assert assigned.height == frame.collect().height
     for column in ("group", "content_hash"):  # SMS repeats texts across senders
@@ -114,8 +101,8 @@ def test_adding_records_that_join_no_component_moves_no_existing_record(tmp_path
     old = everything.filter(is_old)
     new = everything.filter(~is_old & ~pl.col("content_hash").is_in(old["content_hash"].implode()))
     assert old.height == 1001 and new.height > 950  # the new texts repeat none of the old
-    before = splits_of(split(old.lazy(), SplitConfig(), ctx_with(tmp_path)))
-    after = splits_of(split(pl.concat([old, new]).lazy(), SplitConfig(), ctx_with(tmp_path)))
+    before = splits_of(split(old.lazy(), SplitConfig(), run_context(tmp_path)))
+    after = splits_of(split(pl.concat([old, new]).lazy(), SplitConfig(), run_context(tmp_path)))
     assert all(after[record_id] == name for record_id, name in before.items())
 
 
@@ -123,11 +110,11 @@ def test_with_a_parent_no_published_record_moves_and_bridging_new_records_are_dr
     tmp_path, sms_spam
 ):
     before = splits_of(
-        split(real_records(tmp_path / "a", sms_spam, 1000), SplitConfig(), ctx_with(tmp_path))
+        split(real_records(tmp_path / "a", sms_spam, 1000), SplitConfig(), run_context(tmp_path))
     )
     parent = pl.DataFrame({"record_id": list(before), "split": list(before.values())})
     result = split(
-        real_records(tmp_path / "b", sms_spam, 3000), SplitConfig(), ctx_with(tmp_path, parent)
+        real_records(tmp_path / "b", sms_spam, 3000), SplitConfig(), run_context(tmp_path, parent)
     )
     after = splits_of(result)
     assert all(after[record_id] == name for record_id, name in before.items())
@@ -149,7 +136,7 @@ def test_published_records_that_now_share_a_component_go_to_the_most_held_out_sp
         {"record_id": "c", "group": "g1"},
     ]
     parent = pl.DataFrame({"record_id": ["a", "b", "c"], "split": ["train", "test", "train"]})
-    result = split(as_records(rows, source="s"), SplitConfig(), ctx_with(tmp_path, parent))
+    result = split(as_records(rows, source="s"), SplitConfig(), run_context(tmp_path, parent))
     assert splits_of(result) == {"a": "test", "b": "test", "c": "test"}
     assert evidence(result.events) == {r: {"from": "train", "to": "test"} for r in ("a", "c")}
 
@@ -162,13 +149,13 @@ def test_parent_split_wins_over_the_hash_and_new_group_members_follow_it(tmp_pat
             "group": ["g1", "g1", None, "g2"],
         }
     )
-    hashed = split(rows.lazy(), SplitConfig(), ctx_with(tmp_path)).frame.collect()
+    hashed = split(rows.lazy(), SplitConfig(), run_context(tmp_path)).frame.collect()
     natural = dict(zip(hashed["record_id"], hashed["split"], strict=True))
     forced = "test" if natural["r1"] != "test" else "validation"
     parent = pl.DataFrame(
         {"record_id": ["r1", "r3"], "split": [forced, forced]}
     )  # r2 is new in group g1
-    result = split(rows.lazy(), SplitConfig(), ctx_with(tmp_path, parent))
+    result = split(rows.lazy(), SplitConfig(), run_context(tmp_path, parent))
     decided = dict(result.frame.collect().select("record_id", "split").iter_rows())
     assert decided["r1"] == decided["r2"] == forced and decided["r3"] == forced
     assert decided["r4"] == natural["r4"]
@@ -179,7 +166,7 @@ def test_parent_split_wins_over_the_hash_and_new_group_members_follow_it(tmp_pat
 def test_a_group_split_by_its_parent_is_reunited_with_a_reason(tmp_path):
     rows = pl.DataFrame({"record_id": ["a", "b"], "source": ["s", "s"], "group": ["g", "g"]})
     parent = pl.DataFrame({"record_id": ["a", "b"], "split": ["validation", "train"]})
-    result = split(rows.lazy(), SplitConfig(), ctx_with(tmp_path, parent))
+    result = split(rows.lazy(), SplitConfig(), run_context(tmp_path, parent))
     assert set(result.frame.collect()["split"]) == {"validation"}  # follows its lowest record id
     (event,) = result.events.iter_rows(named=True)
     assert event["record_id"] == "b" and event["action"] == reasons.MOVED and not event["terminal"]
@@ -190,11 +177,11 @@ def test_a_group_split_by_its_parent_is_reunited_with_a_reason(tmp_path):
 def test_two_way_split_and_salt(tmp_path, sms_spam):
     frame = real_records(tmp_path, sms_spam, 1000)
     two = split(
-        frame, SplitConfig(fractions={"train": 0.9, "test": 0.1}), ctx_with(tmp_path)
+        frame, SplitConfig(fractions={"train": 0.9, "test": 0.1}), run_context(tmp_path)
     ).frame.collect()
     assert set(two["split"]) == {"train", "test"}
-    salted = split(frame, SplitConfig(salt="other"), ctx_with(tmp_path)).frame.collect()
-    plain = split(frame, SplitConfig(), ctx_with(tmp_path)).frame.collect()
+    salted = split(frame, SplitConfig(salt="other"), run_context(tmp_path)).frame.collect()
+    plain = split(frame, SplitConfig(), run_context(tmp_path)).frame.collect()
     both = plain.select("record_id", "split").join(
         salted.select("record_id", "split"), on="record_id"
     )
@@ -204,7 +191,7 @@ def test_two_way_split_and_salt(tmp_path, sms_spam):
 def test_group_time_drops_records_on_the_other_side_of_a_cutoff(tmp_path):
     records = changelogs(tmp_path)
     cfg = SplitConfig(**GROUP_TIME)
-    result = split(records.lazy(), cfg, ctx_with(tmp_path))
+    result = split(records.lazy(), cfg, run_context(tmp_path))
     assigned = result.frame.collect()
     assert assigned.group_by("group").agg(pl.col("split").n_unique())["split"].max() == 1
     assert [window(when) for when in assigned["timestamp"]] == assigned["split"].to_list()
@@ -231,7 +218,9 @@ def test_group_time_drops_records_on_the_other_side_of_a_cutoff(tmp_path):
     assert late <= set(dropped["record_id"])
     check_disjoint(assigned, leakage_columns(cfg))
 
-    latest = split(records.lazy(), SplitConfig(**GROUP_TIME, anchor="latest"), ctx_with(tmp_path))
+    latest = split(
+        records.lazy(), SplitConfig(**GROUP_TIME, anchor="latest"), run_context(tmp_path)
+    )
     kept = latest.frame.collect()
     assert set(kept.filter(pl.col("group") == "mstone@debian.org")["split"]) == {"test"}
     assert [window(when) for when in kept["timestamp"]] == kept["split"].to_list()
@@ -239,9 +228,9 @@ def test_group_time_drops_records_on_the_other_side_of_a_cutoff(tmp_path):
 
 def test_group_time_with_move_keeps_every_record_and_says_why(tmp_path):
     records = changelogs(tmp_path)
-    dropped = split(records.lazy(), SplitConfig(**GROUP_TIME), ctx_with(tmp_path)).events
+    dropped = split(records.lazy(), SplitConfig(**GROUP_TIME), run_context(tmp_path)).events
     result = split(
-        records.lazy(), SplitConfig(**GROUP_TIME, on_conflict="move"), ctx_with(tmp_path)
+        records.lazy(), SplitConfig(**GROUP_TIME, on_conflict="move"), run_context(tmp_path)
     )
     assigned = result.frame.collect()
     assert assigned.height == records.height and result.stats["dropped"] == {}
@@ -263,7 +252,7 @@ def test_group_time_with_move_keeps_every_record_and_says_why(tmp_path):
 def test_time_quantile_cutoffs_hold_the_fractions_and_stay_frozen(tmp_path):
     records = changelogs(tmp_path)
     cfg = SplitConfig(strategy="time", cutoffs="quantiles")
-    first = split(records.lazy(), cfg, ctx_with(tmp_path))
+    first = split(records.lazy(), cfg, run_context(tmp_path))
     times = records["timestamp"]
     expected = {
         "validation": times.quantile(0.8, interpolation="lower").isoformat(),
@@ -291,9 +280,9 @@ def test_time_quantile_cutoffs_hold_the_fractions_and_stay_frozen(tmp_path):
         source="later",
     ).collect()
     grown = pl.concat([records, later.select(records.columns)]).lazy()
-    assert split(grown, cfg, ctx_with(tmp_path)).stats["cutoffs"]["test"] > expected["test"]
+    assert split(grown, cfg, run_context(tmp_path)).stats["cutoffs"]["test"] > expected["test"]
     frozen = {name: datetime.fromisoformat(when) for name, when in expected.items()}
-    second = split(grown, cfg, ctx_with(tmp_path, frozen_cutoffs=frozen))
+    second = split(grown, cfg, run_context(tmp_path, frozen_cutoffs=frozen))
     assert second.stats["cutoffs"] == expected and second.stats["cutoffs_frozen"] is True
     after = splits_of(second)
     assert all(
@@ -310,7 +299,7 @@ def test_a_split_without_a_fraction_has_an_empty_window(tmp_path):
     rows = [
         {"record_id": f"r{year}", "timestamp": datetime(year, 6, 1, tzinfo=UTC)} for year in years
     ]
-    result = split(as_records(rows, source="s"), cfg, ctx_with(tmp_path))
+    result = split(as_records(rows, source="s"), cfg, run_context(tmp_path))
     assert splits_of(result) == {
         "r2010": "train",
         "r2016": "train",
@@ -331,18 +320,18 @@ def test_duplicates_in_two_groups_end_in_one_split(tmp_path):
         {"record_id": "b2", "group": other, "content_hash": "hb2"},
         {"record_id": "c1", "group": None, "content_hash": "hc1"},
     ]
-    natural = splits_of(split(as_records(rows, source="s"), SplitConfig(), ctx_with(tmp_path)))
+    natural = splits_of(split(as_records(rows, source="s"), SplitConfig(), run_context(tmp_path)))
     assert natural["a1"] != natural["b1"]
 
     near = with_clusters(as_records(rows, source="s"), {"b2": "a2"})  # a2 ~ b2 (MinHash)
-    linked = splits_of(split(near, SplitConfig(), ctx_with(tmp_path)))
+    linked = splits_of(split(near, SplitConfig(), run_context(tmp_path)))
     assert {linked[r] for r in ("a1", "a2", "b1", "b2")} == {natural["a1"]}  # smallest key
 
     equal = [
         {**row, "content_hash": "same"} if row["record_id"] in ("a1", "b1") else row for row in rows
     ]
     equal[-1]["content_hash"] = "hb2"  # a record without a group, equal to b2
-    joined = split(as_records(equal, source="s"), SplitConfig(), ctx_with(tmp_path))
+    joined = split(as_records(equal, source="s"), SplitConfig(), run_context(tmp_path))
     assert set(splits_of(joined).values()) == {natural["a1"]}
     assert joined.stats["components"] == 1 and joined.stats["splits"][natural["a1"]]["groups"] == 3
 
@@ -355,13 +344,13 @@ def test_time_keeps_a_duplicate_cluster_whole_and_ignores_groups(tmp_path):
     ]
     frame = with_clusters(as_records(rows, source="s"), {"x2": "x1"})
     cfg = {"strategy": "time", "cutoffs": GROUP_TIME["cutoffs"], "on_conflict": "move"}
-    result = split(frame, SplitConfig(**cfg), ctx_with(tmp_path))
+    result = split(frame, SplitConfig(**cfg), run_context(tmp_path))
     assert splits_of(result) == {"x1": "train", "x2": "train", "y1": "test"}
     assert evidence(result.events) == {
         "x2": {"from": "test", "to": "train", "timestamp": "2021-03-01T00:00:00+00:00"}
     }
     assert result.stats["splits"]["train"]["components"] == 1
-    dropped = split(frame, SplitConfig(**{**cfg, "on_conflict": "drop"}), ctx_with(tmp_path))
+    dropped = split(frame, SplitConfig(**{**cfg, "on_conflict": "drop"}), run_context(tmp_path))
     assert splits_of(dropped) == {"x1": "train", "y1": "test"}
     assert dropped.events["reason"].to_list() == [reasons.GROUP_TIME_CONFLICT]
 
@@ -377,7 +366,7 @@ def test_locked_test_records_stay_in_test_and_pull_their_component(tmp_path):
     frame = with_clusters(as_records(rows, source="s"), {"e": "a"})
     parent = pl.DataFrame({"record_id": ["a", "b", "d", "e"], "split": ["train"] * 4})
     locked = pl.DataFrame({"record_id": ["b"]})
-    result = split(frame, SplitConfig(), ctx_with(tmp_path, parent, locked_test=locked))
+    result = split(frame, SplitConfig(), run_context(tmp_path, parent, locked_test=locked))
     assert splits_of(result) == {"a": "test", "b": "test", "c": "test", "d": "train", "e": "test"}
     moves = result.events
     assert set(moves["reason"]) == {reasons.LOCKED_TEST} and set(moves["action"]) == {reasons.MOVED}
@@ -398,7 +387,7 @@ def test_records_without_a_time(tmp_path):
     ]
     for strategy in ("group_time", "time"):
         cfg = SplitConfig(**{**GROUP_TIME, "strategy": strategy})
-        result = split(as_records(rows, source="s"), cfg, ctx_with(tmp_path))
+        result = split(as_records(rows, source="s"), cfg, run_context(tmp_path))
         events = result.events
         assert set(events["reason"]) == {reasons.MISSING_TIMESTAMP} and events["terminal"].all()
         if strategy == "group_time":
@@ -426,7 +415,7 @@ def test_time_rules_never_drop_a_locked_or_published_record(tmp_path):
     parent = pl.DataFrame({"record_id": ["a", "c"], "split": ["test", "validation"]})
     cfg = SplitConfig(**GROUP_TIME)  # on_conflict: drop
     result = split(
-        as_records(rows, source="s"), cfg, ctx_with(tmp_path, parent, locked_test=locked)
+        as_records(rows, source="s"), cfg, run_context(tmp_path, parent, locked_test=locked)
     )
     assert splits_of(result) == {"a": "test", "b": "test", "c": "validation", "d": "train"}
     assert evidence(result.events) == {
@@ -440,7 +429,7 @@ def test_frozen_cutoffs_must_cover_every_held_out_split(tmp_path):
     rows = [{"record_id": "a", "timestamp": datetime(2014, 5, 1, tzinfo=UTC)}]
     cfg = SplitConfig(strategy="time", cutoffs="quantiles")
     with pytest.raises(DataError, match="also holds out validation"):
-        split(as_records(rows, source="s"), cfg, ctx_with(tmp_path, frozen_cutoffs=frozen))
+        split(as_records(rows, source="s"), cfg, run_context(tmp_path, frozen_cutoffs=frozen))
 
 
 def label_shares(assigned: pl.DataFrame) -> dict[tuple[str, str], float]:
@@ -457,26 +446,26 @@ def test_stratified_split_holds_each_labels_share(tmp_path, sms_spam):
     write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 4837))
     frame = ingested(tmp_path, SMS_SOURCE)
     fractions = SplitConfig().fractions
-    plain = split(frame, SplitConfig(), ctx_with(tmp_path)).frame.collect()
-    result = split(frame, SplitConfig(stratify="label"), ctx_with(tmp_path))
+    plain = split(frame, SplitConfig(), run_context(tmp_path)).frame.collect()
+    result = split(frame, SplitConfig(stratify="label"), run_context(tmp_path))
     stratified = result.frame.collect()
     assert stratified.group_by("group").agg(pl.col("split").n_unique())["split"].max() == 1
     # senders mix spam and ham: the plain hash leaves spam 3-4 points off its test share
     assert worst(label_shares(plain), fractions) > 0.03
     assert worst(label_shares(stratified), fractions) < 0.02
-    again = split(frame, SplitConfig(stratify="label"), ctx_with(tmp_path)).frame.collect()
+    again = split(frame, SplitConfig(stratify="label"), run_context(tmp_path)).frame.collect()
     assert again.equals(stratified)
 
     # one record per component: the shares are as exact as whole records allow
     alone = frame.with_columns(pl.lit(None, pl.String).alias("group"))
-    each = split(alone, SplitConfig(stratify="label"), ctx_with(tmp_path)).frame.collect()
+    each = split(alone, SplitConfig(stratify="label"), run_context(tmp_path)).frame.collect()
     assert worst(label_shares(each), fractions) < 0.005
 
     # inherited components stay where they were and count: new ones make up for them
     unique = frame.filter(pl.len().over("content_hash") == 1).collect()
     spam = unique.filter(pl.col("label") == "spam")
     parent = spam.head(50).select("record_id", pl.lit("test").alias("split"))  # 8% of spam
-    grown = split(alone, SplitConfig(stratify="label"), ctx_with(tmp_path, parent))
+    grown = split(alone, SplitConfig(stratify="label"), run_context(tmp_path, parent))
     assigned = grown.frame.collect()
     kept = parent.join(assigned, on="record_id", suffix="_now")
     assert (kept["split"] == kept["split_now"]).all() and grown.events.height == 0
@@ -486,7 +475,7 @@ def test_stratified_split_holds_each_labels_share(tmp_path, sms_spam):
 
 def test_same_input_gives_the_same_assignment_in_any_order(tmp_path, sms_spam):
     frame = real_records(tmp_path, sms_spam, 2000).collect()
-    ctx = ctx_with(tmp_path)
+    ctx = run_context(tmp_path)
     first = split(frame.lazy(), SplitConfig(), ctx)
     second = split(frame.lazy(), SplitConfig(), ctx)
     assert first.frame.collect().equals(second.frame.collect())
@@ -501,17 +490,19 @@ def test_a_split_far_from_its_fraction_gets_a_warning(tmp_path, sms_spam):
         "validation": datetime(2030, 1, 1, tzinfo=UTC),
         "test": datetime(2031, 1, 1, tzinfo=UTC),
     }
-    result = split(records.lazy(), SplitConfig(strategy="time", cutoffs=late), ctx_with(tmp_path))
+    result = split(
+        records.lazy(), SplitConfig(strategy="time", cutoffs=late), run_context(tmp_path)
+    )
     why = "the time cutoffs decide (split.cutoffs, anchor, on_conflict)"
     assert result.stats["warnings"] == [
         f"split train holds 100% of the records, the config asks 80%: {why}",
         f"split validation holds 0% of the records, the config asks 10%: {why}",
         f"split test holds 0% of the records, the config asks 10%: {why}",
     ]
-    grouped = split(records.lazy(), SplitConfig(), ctx_with(tmp_path)).stats["warnings"]
+    grouped = split(records.lazy(), SplitConfig(), run_context(tmp_path)).stats["warnings"]
     assert grouped == [  # six packages' changelogs, a few maintainers with many entries each
         "split train holds 92% of the records, the config asks 80%: large groups or clusters, "
         "a parent version or a lock decide"
     ]
     messages = real_records(tmp_path / "sms", sms_spam, 4800)
-    assert split(messages, SplitConfig(), ctx_with(tmp_path)).stats["warnings"] == []
+    assert split(messages, SplitConfig(), run_context(tmp_path)).stats["warnings"] == []
