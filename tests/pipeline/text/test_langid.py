@@ -1,6 +1,7 @@
 """Language identification (pipeline/text/langid.py) on real translated text: the messages of the
 gettext catalogs installed here (German, French, Spanish, Italian) and their English msgids;
-and which records `measure` judges by language."""
+the batched walk against py3langid's own per-text classify; and which records `measure`
+judges by language."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from helpers import LOCALE
 
 from pipeline.config import QualityConfig
 from pipeline.quality.stage import measure
+from pipeline.text import langid
 from pipeline.text.langid import identify
 
 # per language the first of these catalogs that is installed (machines differ)
@@ -103,6 +105,33 @@ def test_languages_are_told_apart_message_by_message():
         texts = [msgid, *(translated[language][msgid] for language in LANGUAGES)]
         found = identify(pl.Series(texts))["language"].to_list()
         assert found == ["en", *LANGUAGES], (msgid, found)
+
+
+def py3langid_answers(texts: list[str | None]) -> list[tuple[str | None, float | None]]:
+    from py3langid.langid import _load_identifier
+
+    classify = _load_identifier(norm_probs=True).classify
+    return [(None, None) if text is None else classify(text) for text in texts]
+
+
+def test_batches_give_py3langids_answers_exactly(sms_spam, monkeypatch):
+    """Real text of every length, in many batches, with the longest texts walked one by one:
+    the same language and the same float score, to the last bit, as py3langid's classify."""
+    from helpers import changelog_changes
+
+    texts = [
+        *sms_spam["text"].head(1500).to_list(),
+        *changelog_changes(("coreutils", "grep", "tar")),
+        *(text for language in LANGUAGES for _, text in catalog_messages(language)[1]),
+        "", "   ", "12345", "ÄÖÜ SHOUTED IN CAPITALS", "\u00e9\u0301 combining", None,
+    ]  # fmt: skip
+    lengths = sorted(len(t.encode()) for t in texts if t)
+    assert lengths[-1] > 4000 and lengths[0] < 10, "short and long texts"
+    monkeypatch.setattr(langid, "BATCH_BYTES", 20_000)  # a few dozen batches
+    found = identify(pl.Series(texts, dtype=pl.String))
+    assert found.rows() == py3langid_answers(texts)
+    monkeypatch.setattr(langid, "MIN_LOCKSTEP", len(texts))  # every text walked alone
+    assert identify(pl.Series(texts, dtype=pl.String)).rows() == found.rows()
 
 
 def test_null_text_has_no_language_and_empty_input_keeps_the_schema():
