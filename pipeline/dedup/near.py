@@ -11,7 +11,9 @@
 3. With `verify` (the default), each candidate pair's exact Jaccard similarity of shingle sets
    decides: at or above `threshold` a duplicate, at or above `related_threshold` (when set;
    bands are then tuned to it) a link between related records; without `verify` every
-   candidate is a duplicate, as in datasketch.
+   candidate is a duplicate, as in datasketch. Step 1 also writes each batch's shingle sets;
+   pairs are verified block by block (left's batch, right's batch), so memory holds the sets
+   of two batches and one chunk of pairs.
 4. pipeline/dedup/duplicates.py clusters the duplicates (union-find), keeps one record per cluster
    and drops the others with reason `near_duplicate`, evidence naming the kept record and
    their similarity (exact Jaccard with `verify`, else the signatures' estimate); a cluster
@@ -38,7 +40,7 @@ from pipeline.text import minhash
 
 STAGE = "near_dedup"
 THREADS = 2  # batches indexed at once; each holds `batch_records` texts in memory
-PAIR_CHUNK = 50_000  # pairs (and texts) verified at once
+PAIR_CHUNK = 50_000  # pairs verified at once
 
 
 def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
@@ -59,7 +61,7 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
         texts = texts_by_record_id(frame, work)
         shingled = index_batches(texts, members.height, settings, bands, rows, work)
         candidates = candidate_pairs(work)
-        measure = PairSimilarity(texts, settings, work)
+        measure = PairSimilarity(settings, work)
         similarity = measure(candidates)
         candidates = candidates.with_columns(similarity.alias("similarity"))
         if settings.verify:
@@ -99,7 +101,7 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
 
 def texts_by_record_id(frame: pl.LazyFrame, work: Path) -> pl.LazyFrame:
     """The texts in record_id order, the numbering of the members frame, written once to the
-    work folder so that batches and verification read them by position."""
+    work folder so that the batches read them by position."""
     path = work / "texts.parquet"
     frame.select("record_id", "text").sort("record_id").select("text").sink_parquet(
         path, compression="lz4"
@@ -123,7 +125,12 @@ def index_batches(
         docs = np.arange(offset, offset + len(batch), dtype=np.uint32)[present]
         signature = signature[present]
         keys = minhash.band_keys(signature, bands, rows)
-        if not settings.verify:  # only the estimated similarity reads them again
+        if settings.verify:  # verification reads the shingle sets back, batch by batch
+            sets = shingles.group_by("doc").agg(pl.col("hash").unique())
+            pl.DataFrame({"doc": np.arange(len(batch), dtype=np.uint32)}).join(
+                sets, on="doc", how="left", maintain_order="left"
+            ).select("hash").write_parquet(work / f"shingles-{number:05d}.parquet")
+        else:  # only the estimated similarity reads them again
             pl.DataFrame({"doc": docs, "signature": signature}).write_parquet(
                 work / f"signatures-{number:05d}.parquet", compression="lz4"
             )
@@ -181,14 +188,15 @@ class PairSimilarity:
     `verify`, else the fraction of equal signature positions. The similarities it measured
     (and the signatures it read) are kept for later calls."""
 
-    def __init__(self, texts: pl.LazyFrame, settings: MinHashConfig, work: Path):
-        self.texts, self.settings, self.work = texts, settings, work
+    def __init__(self, settings: MinHashConfig, work: Path):
+        self.settings, self.work = settings, work
         self.signatures = pl.DataFrame(
             schema={"doc": pl.UInt32, "signature": pl.Array(pl.UInt32, settings.num_perm)}
         )
         self.known = pl.DataFrame(
             schema={"left": pl.UInt32, "right": pl.UInt32, "similarity": pl.Float64}
         )
+        self.shingle_sets: dict[int, pl.Series] = {}  # batch number -> its sets, at most two
 
     def __call__(self, pairs: pl.DataFrame) -> pl.Series:
         """Similarities in the order of `pairs`; pairs measured before are not measured again."""
@@ -210,47 +218,36 @@ class PairSimilarity:
         return looked_up["similarity"]
 
     def _exact(self, pairs: pl.DataFrame) -> pl.Series:
-        """Exact Jaccard, PAIR_CHUNK pairs at a time (sorted, so a chunk's rows are close):
-        only one chunk's shingle sets are in memory at once."""
-        order = pairs.with_row_index("_pair").sort("left", "right")
+        """Exact Jaccard, block by block of (left's batch, right's batch) and PAIR_CHUNK pairs
+        at a time: only two batches' shingle sets and one chunk of pairs are in memory."""
+        size = self.settings.batch_records
+        numbered = pairs.with_row_index("_pair").with_columns(
+            (pl.col("left") // size).alias("_left_batch"),
+            (pl.col("right") // size).alias("_right_batch"),
+        )
         parts = []
-        for start in range(0, order.height, PAIR_CHUNK):
-            chunk = order.slice(start, PAIR_CHUNK)
-            similarity = self._jaccard(chunk, self._shingle_sets(chunk))
-            parts.append(chunk.select("_pair", similarity.alias("similarity")))
+        blocks = numbered.sort("_left_batch", "_right_batch", "left", "right").partition_by(
+            "_left_batch", "_right_batch", maintain_order=True, as_dict=True
+        )
+        for (left_batch, right_batch), block in blocks.items():
+            for start in range(0, block.height, PAIR_CHUNK):
+                chunk = block.slice(start, PAIR_CHUNK)
+                left = self._sets(left_batch, keep=left_batch).gather(chunk["left"] % size)
+                right = self._sets(right_batch, keep=left_batch).gather(chunk["right"] % size)
+                common = left.list.set_intersection(right).list.len().fill_null(0)
+                union = left.list.len().fill_null(0) + right.list.len().fill_null(0) - common
+                similarity = (common.cast(pl.Float64) / union).fill_nan(0.0)
+                parts.append(chunk.select("_pair", similarity.alias("similarity")))
         return pl.concat(parts).sort("_pair")["similarity"]
 
-    def _shingle_sets(self, pairs: pl.DataFrame) -> pl.DataFrame:
-        """(row, hash) of the shingle sets of the rows of `pairs`, read from the texts."""
-        rows = pl.concat([pairs["left"], pairs["right"]]).unique().implode()
-        chosen = (
-            self.texts.with_row_index("_row")
-            .filter(pl.col("_row").is_in(rows))
-            .collect(engine="streaming")
-        )
-        found = minhash.shingle_hashes(
-            chosen["text"], self.settings.ngram, self.settings.char_ngram
-        )
-        return found.select(chosen["_row"].gather(found["doc"]).alias("row"), "hash").unique()
-
-    def _jaccard(self, pairs: pl.DataFrame, sets: pl.DataFrame) -> pl.Series:
-        sizes = sets.group_by("row").len()
-        numbered = pairs.select("left", "right").with_row_index("_pair")
-        common = (
-            numbered.join(sets, left_on="left", right_on="row")
-            .join(sets, left_on=["right", "hash"], right_on=["row", "hash"])
-            .group_by("_pair")
-            .len("common")
-        )
-        scored = (
-            numbered.join(common, on="_pair", how="left")
-            .join(sizes.rename({"len": "left_size"}), left_on="left", right_on="row", how="left")
-            .join(sizes.rename({"len": "right_size"}), left_on="right", right_on="row", how="left")
-            .sort("_pair")
-        )
-        common_count = scored["common"].fill_null(0).cast(pl.Float64)
-        union = scored["left_size"].fill_null(0) + scored["right_size"].fill_null(0) - common_count
-        return (common_count / union).fill_nan(0.0)
+    def _sets(self, batch: int, keep: int) -> pl.Series:
+        """The shingle sets of one batch, by position; the sets of `keep` stay loaded."""
+        if batch not in self.shingle_sets:
+            for loaded in [number for number in self.shingle_sets if number != keep]:
+                del self.shingle_sets[loaded]
+            path = self.work / f"shingles-{batch:05d}.parquet"
+            self.shingle_sets[batch] = pl.read_parquet(path)["hash"]
+        return self.shingle_sets[batch]
 
     def _estimated(self, pairs: pl.DataFrame) -> pl.Series:
         rows = pl.concat([pairs["left"], pairs["right"]]).unique()
