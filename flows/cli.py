@@ -158,9 +158,23 @@ def _print_summary(summary: dict[str, Any]) -> None:
         stderr.print(
             "gates: " + ", ".join(f"{gate} {state}" for gate, state in summary["gates"].items())
         )
+    if summary.get("steps"):
+        _print_steps(summary["steps"])
     for label, path in summary["paths"].items():
         if path:
             stderr.print(f"  {label:<9} {path}")
+
+
+def _print_steps(steps: dict[str, dict]) -> None:
+    """One line: the steps' time, the three slowest, and the step with the highest peak RSS
+    (each step of the summary's `steps` has its seconds, peak RSS and records)."""
+    slowest = sorted(steps.items(), key=lambda item: -item[1]["seconds"])[:3]
+    heaviest, peak = max(steps.items(), key=lambda item: item[1]["peak_rss_mb"])
+    named = ", ".join(f"{name} {step['seconds']:.1f} s" for name, step in slowest)
+    stderr.print(
+        f"time: {sum(step['seconds'] for step in steps.values()):.1f} s in {len(steps)} steps; "
+        f"slowest {named}; peak memory {peak['peak_rss_mb']:,.0f} MB ({heaviest})"
+    )
 
 
 def _print_data_quality(summary: dict[str, Any]) -> None:

@@ -38,6 +38,7 @@ from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_r
 from pipeline.core import ledger, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError
+from pipeline.core.resources import measured
 from pipeline.core.schema import EvalSet
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, ingest
 from pipeline.leakage import check_disjoint, leakage_columns
@@ -571,23 +572,33 @@ def curate(config_path: str) -> dict[str, Any]:
     plan = plan_run(cfg, catalog, started)
     catalog.start_run(plan.run_id, cfg.name, plan.config_hash, started_at=started)
     records_in, committed = None, None
+    steps: dict[str, dict] = {}  # seconds, peak RSS and records of every step, in run order
     try:
-        ingested = ingest_task(plan)
+        with measured() as steps["ingest"]:
+            ingested = ingest_task(plan)
         records_in = ingested["stats"]["records_in"]
-        gates = [gate_task(plan, "ingested", ingested["path"])]
-        governed = govern_task(plan, ingested["path"])
-        gates.append(gate_task(plan, "governed", governed["path"]))
+        with measured() as steps["ingested gate"]:
+            gates = [gate_task(plan, "ingested", ingested["path"])]
+        with measured() as steps["govern"]:
+            governed = govern_task(plan, ingested["path"])
+        with measured() as steps["governed gate"]:
+            gates.append(gate_task(plan, "governed", governed["path"]))
         stages = {"govern": governed}
         path = governed["path"]
         for name in RECORD_STAGES:
-            stages[name] = stage_task.with_options(name=name)(plan, name, path)
+            with measured() as steps[name]:
+                stages[name] = stage_task.with_options(name=name)(plan, name, path)
             path = stages[name]["path"]
         stats = {name: stage["stats"] for name, stage in stages.items()}
-        staged = publish_task(plan, path, stats)
-        gates.append(gate_task(plan, "published", staged["path"]))
+        with measured() as steps["publish"]:
+            staged = publish_task(plan, path, stats)
+        with measured() as steps["published gate"]:
+            gates.append(gate_task(plan, "published", staged["path"]))
         generated = stages["augment"]["stats"].get("generated", 0)
-        committed = commit_task(plan, staged["path"], records_in, generated)
+        with measured() as steps["commit"]:
+            committed = commit_task(plan, staged["path"], records_in, generated)
         summary = summarize(plan, records_in, committed, stats, staged)
+        summary["steps"] = _with_records(steps, records_in, ingested, stages, staged)
     except BaseException as error:
         try:
             catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
@@ -614,9 +625,35 @@ def curate(config_path: str) -> dict[str, Any]:
         gate["gate"]: "skipped" if gate["skipped"] else f"passed {len(gate['checks'])} checks"
         for gate in gates
     }
-    summary["paths"]["report"] = _report_version(plan, summary["dataset_hash"])
+    with measured() as summary["steps"]["report"]:
+        summary["paths"]["report"] = _report_version(plan, summary["dataset_hash"])
     (plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _with_records(
+    steps: dict[str, dict],
+    records_in: int,
+    ingested: dict[str, Any],
+    stages: dict[str, dict],
+    staged: dict[str, Any],
+) -> dict[str, dict]:
+    """`steps` with the records each stage read and wrote (its output's Parquet metadata),
+    and the parts governance ran over."""
+    written = {"ingest": _rows(ingested["path"])}
+    written |= {name: _rows(stage["path"]) for name, stage in stages.items()}
+    written["publish"] = sum(staged["split_counts"].values())
+    read = records_in
+    for name, step in steps.items():
+        if name in written:
+            step |= {"records_in": read, "records_out": written[name]}
+            read = written[name]
+    steps["govern"]["parts"] = stages["govern"]["stats"]["parts"]
+    return steps
+
+
+def _rows(folder: str) -> int:
+    return pl.scan_parquet(Path(folder) / "*.parquet").select(pl.len()).collect().item()
 
 
 def _cleanup(plan: RunPlan) -> None:

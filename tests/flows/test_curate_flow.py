@@ -11,6 +11,7 @@ import pytest
 from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
 
 from data_catalog.catalog import Catalog, open_version
+from flows.curate import RECORD_STAGES
 from pipeline.core import ledger
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -19,7 +20,9 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 def test_run_publishes_a_version_and_accounts_for_every_record(sms_project, sms_spam):
     repeated = {**sms_rows(sms_spam, 0, 1)[0], "text": "a later message reusing the id sms-0"}
     write_jsonl(sms_project.parent / "data" / "sms-9.jsonl", [repeated])
-    summary = run_json(sms_project)
+    result = thresher("run", "--config", sms_project, "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
     workdir = sms_project.parent / "work"
     assert summary["created"] and summary["parent_version"] is None
     assert summary["records_in"] == 600 + 1 + 169  # SMS rows + changelog entries
@@ -44,6 +47,29 @@ def test_run_publishes_a_version_and_accounts_for_every_record(sms_project, sms_
     )
     (run,) = Catalog.open(workdir).runs("test-set")
     assert run["status"] == "succeeded" and run["dataset_hash"] == summary["dataset_hash"]
+    assert_steps_account_for_the_run(summary, result.stderr)
+
+
+def assert_steps_account_for_the_run(summary: dict, stderr: str) -> None:
+    """Every step of the run in order, with its time and peak memory; each stage reads what
+    the one before it wrote, from the records read in to the records published."""
+    steps = summary["steps"]
+    stages = [name for name in steps if "records_in" in steps[name]]
+    assert stages == ["ingest", "govern", *RECORD_STAGES, "publish"]
+    assert list(steps) == [
+        "ingest", "ingested gate", "govern", "governed gate", *RECORD_STAGES, "publish",
+        "published gate", "commit", "report",
+    ]  # fmt: skip
+    assert all(step["seconds"] > 0 and step["peak_rss_mb"] > 50 for step in steps.values())
+    assert steps["ingest"]["records_in"] == summary["records_in"]
+    for before, after in zip(stages, stages[1:], strict=False):
+        assert steps[after]["records_in"] == steps[before]["records_out"], after
+    assert steps["ingest"]["records_out"] == summary["records_in"] - 1  # the repeated id
+    assert steps["publish"]["records_out"] == summary["published"]
+    assert steps["govern"]["parts"] == 1
+    slowest = max(steps, key=lambda name: steps[name]["seconds"])
+    (line,) = [line for line in stderr.splitlines() if line.startswith("time: ")]
+    assert f"in {len(steps)} steps; slowest {slowest} " in line and "peak memory" in line
 
 
 def test_same_inputs_in_two_folders_give_the_same_dataset_hash(tmp_path, sms_spam):

@@ -1,0 +1,43 @@
+"""What a step of a run costs in this process: wall seconds and peak resident memory."""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS since the last reset (Linux VmHWM; elsewhere since it started)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def reset_peak_rss() -> None:
+    """Start a new peak-RSS window, so that each step's own peak can be read (Linux only)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+    except OSError:
+        pass
+
+
+@contextmanager
+def measured() -> Iterator[dict]:
+    """Yield a dict that gets `seconds` and `peak_rss_mb` of the block when it ends. Steps
+    measured this way must not overlap in one process: the peak window is the process's."""
+    found: dict = {}
+    reset_peak_rss()
+    started = time.perf_counter()
+    try:
+        yield found
+    finally:
+        found["seconds"] = round(time.perf_counter() - started, 3)
+        found["peak_rss_mb"] = peak_rss_mb()
