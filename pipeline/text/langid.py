@@ -47,24 +47,25 @@ def identify(texts: pl.Series) -> pl.DataFrame:
     identifier = _identifier()
     present = texts.is_not_null().to_numpy()
     encoded = [identifier._encode(text) for text in texts.filter(texts.is_not_null())]
-    probabilities = _probabilities(encoded)
-    best = probabilities.argmax(axis=1)
+    best, best_score = _best(encoded)
     classes = np.asarray(identifier.nb_classes, dtype=object)
     language = np.full(len(texts), None, dtype=object)
     score = np.full(len(texts), np.nan)
     language[present] = classes[best]
-    score[present] = probabilities[np.arange(len(best)), best]
+    score[present] = best_score
     return pl.DataFrame(
         {"language": language.tolist(), "language_score": score},
         schema=LANGUAGE_SCHEMA,
     ).with_columns(pl.col("language_score").fill_nan(None))
 
 
-def _probabilities(encoded: list[bytes]) -> np.ndarray:
-    """py3langid's normalized class scores (`_decide` with norm_probs), one row per text."""
+def _best(encoded: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Per text, the class of py3langid's highest normalized score and that score, batch by
+    batch of about BATCH_BYTES (a batch's class scores are the only ones held)."""
     _, _, _, ptc, pc = _model()
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    raw = np.empty((len(encoded), len(pc)), dtype=np.float32)
+    best = np.zeros(len(encoded), dtype=np.int64)
+    best_score = np.zeros(len(encoded), dtype=np.float32)
     order = np.argsort(lengths, kind="stable")  # similar lengths walk together
     walked = np.cumsum(lengths[order])
     start = 0
@@ -72,8 +73,16 @@ def _probabilities(encoded: list[bytes]) -> np.ndarray:
         done = walked[start - 1] if start else 0
         stop = max(start + 1, int(np.searchsorted(walked, done + BATCH_BYTES, side="right")))
         batch = order[start:stop]
-        raw[batch] = _raw_scores([encoded[i] for i in batch], ptc, pc)
+        scores = _normalized(_raw_scores([encoded[i] for i in batch], ptc, pc), lengths[batch])
+        best[batch] = scores.argmax(axis=1)
+        best_score[batch] = scores[np.arange(len(batch)), best[batch]]
         start = stop
+    return best, best_score
+
+
+def _normalized(raw: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """py3langid's `_decide` with norm_probs: scores over sqrt(bytes), softmax, aliases
+    folded into their first label."""
     scores = raw * (1.0 / np.sqrt(np.maximum(lengths, 1)))[:, None].astype(np.float32)
     scores = np.exp(scores - scores.max(axis=1, keepdims=True))
     scores /= scores.sum(axis=1, keepdims=True)
