@@ -264,6 +264,10 @@ def measure(label: str, data: Path, code_root: Path | None, out: Path) -> dict:
     lines = [line for line in stdout_path.read_text().splitlines() if line.startswith("{")]
     summary = json.loads(lines[-1])
     version = Path(summary["paths"]["version"])
+    # the run resets its process's peak-RSS window per step, and that lowers the peak
+    # os.wait4 reports too (both read the kernel's hiwater_rss): the steps' peaks count
+    peaks = [step["peak_rss_mb"] for step in summary.get("steps", {}).values()]
+    result["peak_rss_mb"] = round(max([result["peak_rss_mb"], *peaks]))
     result |= {
         "run_id": summary["run_id"],
         "dataset_hash": summary["dataset_hash"],

@@ -39,10 +39,6 @@ def run_once(n: int, files: int, runner: str, label: str, code_root: Path | None
     if result["returncode"] == 0:
         summary = json.loads(stdout.read_text().splitlines()[-1])
         result["steps"] = summary.get("steps", {})
-        # the run resets its process's peak-RSS window per step, and that lowers the peak
-        # os.wait4 reports too (both read the kernel's hiwater_rss): the steps' peaks count
-        peaks = [step["peak_rss_mb"] for step in result["steps"].values()]
-        result["peak_rss_mb"] = round(max([result["peak_rss_mb"], *peaks]))
     result |= {"records": n, "runner": runner}
     result["records_per_s"] = round(n / result["wall_s"])
     return result
