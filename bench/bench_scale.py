@@ -37,7 +37,8 @@ def run_once(n: int, files: int, runner: str, label: str, code_root: Path | None
     result = _measure(label, data, runner, code_root)
     stdout = folder / "stdout.jsonl"
     if result["returncode"] == 0:
-        summary = json.loads(stdout.read_text().splitlines()[-1])
+        lines = [line for line in stdout.read_text().splitlines() if line.startswith("{")]
+        summary = json.loads(lines[-1])
         result["steps"] = summary.get("steps", {})
     result |= {"records": n, "runner": runner}
     result["records_per_s"] = round(n / result["wall_s"])

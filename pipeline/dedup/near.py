@@ -238,6 +238,7 @@ class PairSimilarity:
                 union = left.list.len().fill_null(0) + right.list.len().fill_null(0) - common
                 similarity = (common.cast(pl.Float64) / union).fill_nan(0.0)
                 parts.append(chunk.select("_pair", similarity.alias("similarity")))
+        self.shingle_sets.clear()
         return pl.concat(parts).sort("_pair")["similarity"]
 
     def _sets(self, batch: int, keep: int) -> pl.Series:
