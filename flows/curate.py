@@ -313,7 +313,7 @@ def task_runner(runner: RunnerConfig):
 
 @task(name="govern", **TASK_OPTIONS)
 def govern_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
-    records = pl.scan_parquet(Path(input_dir) / "*.parquet").select(pl.len()).collect().item()
+    records = _rows(input_dir)
     # the parts get only what governance reads: no parent version, eval sets or test lock
     slim = replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
     offsets = list(range(0, max(records, 1), plan.config.runner.part_rows))
