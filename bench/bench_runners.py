@@ -6,7 +6,7 @@ One process measures every side on the same ingested records, in the same run:
 - **plain**: one `govern(frame, cfg.policy, ctx)` call on the whole ingested frame, no
   Prefect, then its outputs written as `flows/curate.py` writes them (kept records sunk with
   the run-folder writer settings, ledger events, review items);
-- **threads**: the `govern-parts` flow of flows/curate.py on `ThreadPoolTaskRunner(2)`
+- **threads**: the `stage-parts` flow of flows/curate.py (for governance) on `ThreadPoolTaskRunner(2)`
   (`task_runner(RunnerConfig(kind="local", workers=2))`), parts of `part_rows` records;
 - **dask**: the same flow on `DaskTaskRunner(address=…)` against a
   `distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True)`.
@@ -151,7 +151,7 @@ def make_config(data: Path):
 
 
 def new_plan(cfg, catalog, runner=None):
-    """A run planned as the flow plans it, slimmed as govern_task slims it for the parts."""
+    """A run planned as the flow plans it, slimmed as parts_stage_task slims it for the parts."""
     from dataclasses import replace
 
     from flows.curate import plan_run
@@ -181,14 +181,15 @@ def run_plain(plan, input_dir: str, meter: Meter) -> None:
 
 
 def run_mapped(plan, input_dir: str, records: int, meter: Meter) -> int:
-    """The govern-parts flow on the runner of the plan's config, as govern_task calls it."""
-    from flows.curate import govern_parts, task_runner
+    """The stage-parts flow of governance on the runner of the plan's config, as
+    parts_stage_task calls it."""
+    from flows.curate import stage_parts, task_runner
 
     runner = task_runner(plan.config.runner)
     with meter:
         offsets = list(range(0, max(records, 1), plan.config.runner.part_rows))
-        parts = govern_parts.with_options(task_runner=runner, on_completion=[meter.on_completion])(
-            plan, input_dir, offsets
+        parts = stage_parts.with_options(task_runner=runner, on_completion=[meter.on_completion])(
+            plan, "govern", input_dir, offsets
         )
     return len(parts)
 

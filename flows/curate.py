@@ -17,15 +17,20 @@ import os
 import secrets
 import shutil
 import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import polars as pl
 import psutil
 from prefect import flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
+from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from data_catalog import deletions, eval_sets, review_queue, splits
@@ -38,7 +43,7 @@ from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_r
 from pipeline.core import ledger, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError
-from pipeline.core.resources import measured
+from pipeline.core.resources import measured, peak_rss_mb
 from pipeline.core.schema import EvalSet
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, ingest
 from pipeline.leakage import check_disjoint, leakage_columns
@@ -51,6 +56,7 @@ from pipeline.stage import CURATE_STAGES, STAGES, RunContext
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 # host, pid, process start time and Prefect flow run of the process running it, while it runs
 OWNER_FILE = "owner.json"
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 @dataclass(frozen=True)
@@ -271,34 +277,66 @@ def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
     return result.to_json()
 
 
-@task(name="govern_part", **TASK_OPTIONS)
-def govern_part_task(plan: RunPlan, input_dir: str, part: int, offset: int) -> dict[str, Any]:
-    """Govern one part of the ingested records (governance decides record by record)."""
+@task(**TASK_OPTIONS)
+def part_task(plan: RunPlan, name: str, input_dir: str, part: int, offset: int) -> dict[str, Any]:
+    """Run a per-part stage on records [offset, offset + runner.part_rows) of its input and
+    write that part's records, events and review items; a retry rewrites the same files."""
     if not Path(input_dir).is_dir():
         raise ConfigError(
             f"{socket.gethostname()} cannot see the run folder {input_dir}: Dask workers need "
             "the work folder on a shared file system, mounted at the same path"
         )
-    rows = plan.config.runner.part_rows
-    frame = pl.scan_parquet(Path(input_dir) / "*.parquet").slice(offset, rows)
-    result = STAGES["govern"](frame, plan.config, plan.context(with_parent=False))
-    out = plan.stage_dir("govern")
-    out.mkdir(parents=True, exist_ok=True)
-    result.frame.sink_parquet(out / f"part-{part:05d}.parquet", **INTERMEDIATE_PARQUET)
-    ledger.write_part(result.events, plan.ledger_dir, f"{STAGES['govern'].ledger_part}-{part:05d}")
-    review = plan.stage_dir("govern-review") / f"part-{part:05d}.parquet"
-    review.parent.mkdir(parents=True, exist_ok=True)
-    result.review_items.write_parquet(review)
-    return {"stats": result.stats, "review_items": str(review)}
+    started = time.perf_counter()
+    stage = STAGES[name]
+    frame = pl.scan_parquet(Path(input_dir) / "*.parquet").slice(
+        offset, plan.config.runner.part_rows
+    )
+    result = stage(frame, plan.config, plan.context(with_parent=False))
+    out = plan.stage_dir(name) / f"part-{part:05d}.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result.frame.sink_parquet(out, **INTERMEDIATE_PARQUET)
+    ledger.write_part(result.events, plan.ledger_dir, f"{stage.ledger_part}-{part:05d}")
+    review = None
+    if result.review_items is not None:
+        review = plan.stage_dir(f"{name}-review") / f"part-{part:05d}.parquet"
+        review.parent.mkdir(parents=True, exist_ok=True)
+        result.review_items.write_parquet(review)
+    return {
+        "stats": result.stats,
+        "review_items": review and str(review),
+        "records_out": pl.scan_parquet(out).select(pl.len()).collect().item(),
+        "seconds": round(time.perf_counter() - started, 3),
+        "peak_rss_mb": peak_rss_mb(),  # of the process that ran it: a Dask worker's, since it started
+    }
 
 
-@flow(name="govern-parts")
-def govern_parts(plan: RunPlan, input_dir: str, offsets: list[int]) -> list[dict[str, Any]]:
-    """Map governance over parts of `runner.part_rows` records, on the configured runner."""
-    futures = govern_part_task.map(
-        plan, unmapped(input_dir), part=list(range(len(offsets))), offset=offsets
+@flow(name="stage-parts")
+def stage_parts(plan: RunPlan, name: str, input_dir: str, offsets: list[int]) -> list[dict]:
+    """Map a per-part stage over parts of `runner.part_rows` records, on the configured runner."""
+    futures = part_task.with_options(name=f"{name}_part").map(
+        plan, unmapped(name), unmapped(input_dir), part=list(range(len(offsets))), offset=offsets
     )
     return futures.result()
+
+
+@contextmanager
+def reachable_api(runner: RunnerConfig) -> Iterator[None]:
+    """Tasks on Dask workers report to the flow's Prefect API. On the embedded default that is
+    the flow's temporary server on this machine: hand its address to the workers, or each
+    would start a server of its own (~220 MB) and the flow run would not see their tasks."""
+    if runner.kind != "dask" or PREFECT_API_URL.value():
+        yield
+        return
+    from prefect.client.orchestration import get_client
+
+    if runner.address and urlsplit(runner.address).hostname not in LOOPBACK:
+        raise ConfigError(
+            f"the Dask cluster at {runner.address} cannot reach this run's temporary Prefect "
+            "server: start one the workers can reach (`prefect server start --host 0.0.0.0`) "
+            "and set PREFECT_API_URL=http://<this host>:4200/api for the run and the workers"
+        )
+    with temporary_settings(updates={PREFECT_API_URL: str(get_client(sync_client=True).api_url)}):
+        yield
 
 
 def task_runner(runner: RunnerConfig):
@@ -311,36 +349,35 @@ def task_runner(runner: RunnerConfig):
     return DaskTaskRunner(cluster_kwargs={"n_workers": runner.workers, "threads_per_worker": 1})
 
 
-@task(name="govern", **TASK_OPTIONS)
-def govern_task(plan: RunPlan, input_dir: str) -> dict[str, Any]:
+@task(**TASK_OPTIONS)
+def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
+    """Run a per-part stage part by part (one part on the local runner needs no map), merge
+    the parts' stats and queue their review items."""
     records = _rows(input_dir)
-    # the parts get only what governance reads: no parent version, eval sets or test lock
+    # the parts get only what per-record stages read: no parent version, eval sets or test lock
     slim = replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
     offsets = list(range(0, max(records, 1), plan.config.runner.part_rows))
     if len(offsets) == 1 and plan.config.runner.kind == "local":  # nothing to spread
-        parts = [govern_part_task.fn(slim, input_dir, part=0, offset=0)]
+        parts = [part_task.fn(slim, name, input_dir, part=0, offset=0)]
     else:
-        parts = govern_parts.with_options(task_runner=task_runner(plan.config.runner))(
-            slim, input_dir, offsets
-        )
-    stats = add_counts([part["stats"] for part in parts])
-    items = pl.concat([pl.read_parquet(part["review_items"]) for part in parts])
-    stats["queued_new"] = _enqueue_for_review(plan, items)
-    stats["parts"] = len(parts)
-    get_run_logger().info("govern: %s", json.dumps(stats))
-    return {"path": str(plan.stage_dir("govern")), "stats": stats}
-
-
-def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Sum nested {key: number | {key: number}} dictionaries key by key."""
-    total: dict[str, Any] = {}
-    for entry in counts:
-        for key, value in entry.items():
-            if isinstance(value, dict):
-                total[key] = add_counts([total.get(key, {}), value])
-            else:
-                total[key] = total.get(key, 0) + value
-    return dict(sorted(total.items()))
+        with reachable_api(plan.config.runner):
+            parts = stage_parts.with_options(
+                name=f"{name}-parts", task_runner=task_runner(plan.config.runner)
+            )(slim, name, input_dir, offsets)
+    stats = STAGES[name].merge_stats([part["stats"] for part in parts])
+    reviewed = [pl.read_parquet(part["review_items"]) for part in parts if part["review_items"]]
+    if reviewed:
+        stats["queued_new"] = _enqueue_for_review(plan, pl.concat(reviewed))
+    get_run_logger().info("%s: %s", name, json.dumps(stats))
+    accounting = {
+        "parts": len(parts),
+        "largest_part_records": max(
+            min(plan.config.runner.part_rows, records - offset) for offset in offsets
+        ),
+        "slowest_part_seconds": max(part["seconds"] for part in parts),
+        "part_peak_rss_mb": max(part["peak_rss_mb"] for part in parts),
+    }
+    return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
 
 
 def _staging_dir(plan: RunPlan) -> Path:
@@ -559,8 +596,8 @@ def _published_splits(version_dir: storage.Location) -> dict[str, dict[str, int]
     return {name: found.get(name, {"records": 0, "groups": 0}) for name in SPLITS}
 
 
-# The stages between governance and publishing, in registry order: each reads the one before.
-RECORD_STAGES = tuple(s.name for s in CURATE_STAGES if s.kind == "records" and s.runs == "whole")
+# The stages between ingest and publishing, in registry order: each reads the one before.
+RECORD_STAGES = tuple(s.name for s in CURATE_STAGES if s.kind == "records")
 
 
 @flow(name="curate", log_prints=True, on_failure=[on_failure], on_crashed=[on_failure])
@@ -579,16 +616,16 @@ def curate(config_path: str) -> dict[str, Any]:
         records_in = ingested["stats"]["records_in"]
         with measured() as steps["ingested gate"]:
             gates = [gate_task(plan, "ingested", ingested["path"])]
-        with measured() as steps["govern"]:
-            governed = govern_task(plan, ingested["path"])
-        with measured() as steps["governed gate"]:
-            gates.append(gate_task(plan, "governed", governed["path"]))
-        stages = {"govern": governed}
-        path = governed["path"]
+        stages: dict[str, dict] = {}
+        path = ingested["path"]
         for name in RECORD_STAGES:
+            run_stage = parts_stage_task if STAGES[name].runs == "per_part" else stage_task
             with measured() as steps[name]:
-                stages[name] = stage_task.with_options(name=name)(plan, name, path)
+                stages[name] = run_stage.with_options(name=name)(plan, name, path)
             path = stages[name]["path"]
+            if name == "govern":
+                with measured() as steps["governed gate"]:
+                    gates.append(gate_task(plan, "governed", path))
         stats = {name: stage["stats"] for name, stage in stages.items()}
         with measured() as steps["publish"]:
             staged = publish_task(plan, path, stats)
@@ -639,7 +676,8 @@ def _with_records(
     staged: dict[str, Any],
 ) -> dict[str, dict]:
     """`steps` with the records each stage read and wrote (its output's Parquet metadata),
-    and the parts governance ran over."""
+    and how the per-part stages ran: parts, the largest, the slowest and the peak RSS of the
+    processes that ran them."""
     written = {"ingest": _rows(ingested["path"])}
     written |= {name: _rows(stage["path"]) for name, stage in stages.items()}
     written["publish"] = sum(staged["split_counts"].values())
@@ -648,7 +686,8 @@ def _with_records(
         if name in written:
             step |= {"records_in": read, "records_out": written[name]}
             read = written[name]
-    steps["govern"]["parts"] = stages["govern"]["stats"]["parts"]
+    for name, stage in stages.items():
+        steps[name] |= stage.get("parts", {})
     return steps
 
 

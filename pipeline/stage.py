@@ -74,8 +74,11 @@ class Stage:
     adds: tuple[str, ...] = ()
     kind: Literal["source", "records", "sink"] = "records"
     # per_part: records are decided one by one, so parts run as separate tasks (on threads or
-    # a Dask cluster); whole: the stage reads every record at once.
+    # a Dask cluster) and give the answer of one call on every record; whole: the stage reads
+    # every record at once.
     runs: Literal["per_part", "whole"] = "whole"
+    # per_part: "module:attribute" combining the parts' stats (default: add_counts)
+    merge: str | None = None
     # post-conditions the flow checks on the output: "no_leakage" = no group, duplicate
     # cluster or text in two splits (pipeline/leakage.py)
     checks: tuple[str, ...] = ()
@@ -83,6 +86,13 @@ class Stage:
     def load(self) -> Callable[..., Any]:
         module, attribute = self.function.split(":")
         return getattr(import_module(module), attribute)
+
+    def merge_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
+        """The stats of one call on every record, from the stats of each part's call."""
+        if self.merge is None:
+            return add_counts(parts)
+        module, attribute = self.merge.split(":")
+        return getattr(import_module(module), attribute)(parts)
 
     def settings(self, cfg: RunConfig) -> Any:
         return getattr(cfg, self.section)
@@ -99,13 +109,28 @@ class Stage:
         return f"{CURATE_STAGES.index(self) + 1:02d}-{self.name}"
 
 
+def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum nested {key: number | {key: number}} dictionaries key by key."""
+    total: dict[str, Any] = {}
+    for entry in counts:
+        for key, value in entry.items():
+            if isinstance(value, dict):
+                total[key] = add_counts([total.get(key, {}), value])
+            else:
+                total[key] = total.get(key, 0) + value
+    return dict(sorted(total.items()))
+
+
 CURATE_STAGES: tuple[Stage, ...] = (
     Stage("ingest", "sources", "pipeline.ingest.stage:ingest", kind="source"),
     Stage(
         "govern", "policy", "pipeline.govern.stage:govern", runs="per_part",
         adds=("text", "metadata", "group", "license", "consent", "content_hash"),
     ),
-    Stage("quality", "quality", "pipeline.quality.stage:quality", adds=("text", "content_hash")),
+    Stage(
+        "quality", "quality", "pipeline.quality.stage:quality", runs="per_part",
+        merge="pipeline.quality.stage:merge_stats", adds=("text", "content_hash"),
+    ),
     Stage("exact_dedup", "dedup", "pipeline.dedup.exact:exact_dedup", adds=("cluster_id",)),
     Stage("near_dedup", "dedup", "pipeline.dedup.near:near_dedup", adds=("cluster_id",)),
     Stage(

@@ -17,14 +17,15 @@ from pipeline.config.quality import LineRules
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.normalize import normalize_text
-from pipeline.stage import RunContext, StageResult
+from pipeline.stage import RunContext, StageResult, add_counts
 from pipeline.text.gopher import gopher_decisions, gopher_signals, rules
 from pipeline.text.langid import identify
 from pipeline.text.line_rules import apply_line_rules
 
-__all__ = ["gopher_decisions", "measure", "quality"]
+__all__ = ["gopher_decisions", "measure", "merge_stats", "quality"]
 
 STAGE = "quality"
+NEAREST = 3  # drops listed per rule, those measured closest to its bound
 _ENCODING_ONLY = {
     "c4_terminal_punctuation": False,
     "c4_min_words_per_line": None,
@@ -221,7 +222,7 @@ def _stats(measured: pl.DataFrame, dropped: pl.DataFrame) -> dict:
         .filter(pl.col("_evidence.value").is_not_null())
         .sort((pl.col("_evidence.value") - pl.col("_evidence.bound")).abs(), "record_id")
         .group_by("reason", maintain_order=True)
-        .head(3)
+        .head(NEAREST)
     )
     boundary: dict[str, list] = {}
     for row in nearest.iter_rows(named=True):
@@ -236,3 +237,23 @@ def _stats(measured: pl.DataFrame, dropped: pl.DataFrame) -> dict:
         "records_with_lines_removed": measured.filter(pl.col("removed_lines") > 0).height,
         "lines_removed": int(measured["removed_lines"].sum()),
     }
+
+
+def _distance(drop: dict) -> tuple[float, str]:
+    return abs(drop["value"] - drop["bound"]), drop["record_id"]
+
+
+def merge_stats(parts: list[dict]) -> dict:
+    """The stats of the whole input from its parts': counts add up, and each rule's nearest
+    drops are the nearest of all parts' nearest, in the same order as one call gives."""
+    nearest: dict[str, list] = {}
+    for part in parts:
+        for reason, drops in part["nearest_to_bound"].items():
+            nearest.setdefault(reason, []).extend(drops)
+    merged = add_counts(
+        [{k: v for k, v in part.items() if k != "nearest_to_bound"} for part in parts]
+    )
+    merged["nearest_to_bound"] = {
+        reason: sorted(drops, key=_distance)[:NEAREST] for reason, drops in sorted(nearest.items())
+    }
+    return merged

@@ -1,32 +1,52 @@
-"""Governance mapped over parts: on threads and on a real Dask cluster, the same version."""
+"""The per-part stages mapped over parts: on threads and on an existing Dask cluster, the
+same version, the same ledger and the same merged stats as one part."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from distributed import Client, LocalCluster
+from distributed import Client
 from helpers import sms_rows, write_jsonl
+from prefect_services import QUIET_ENV, free_port, survivors
 from typer.testing import CliRunner
 
 from flows.cli import app
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
+BIN = Path(sys.executable).parent
+PER_PART = ("govern", "quality")
 
 
-def run_with(config: Path, runner: dict, workdir: str) -> dict:
+def with_runner(config: Path, runner: dict, workdir: str) -> Path:
     settings = yaml.safe_load(config.read_text())
     settings.update(runner=runner, workdir=workdir)
     variant = config.with_name(f"{workdir.strip('./')}.yaml")
     variant.write_text(yaml.safe_dump(settings))
-    result = CliRunner().invoke(app, ["run", "--config", str(variant), "--json"])
+    return variant
+
+
+def run_with(config: Path, runner: dict, workdir: str) -> dict:
+    result = CliRunner().invoke(
+        app, ["run", "--config", str(with_runner(config, runner, workdir)), "--json"]
+    )
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
 
 
-def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_spam):
+def embedded_default_env(home: Path) -> dict[str, str]:
+    """A user's shell: no PREFECT_API_URL (the run starts its temporary server), and every
+    process marked by its PREFECT_HOME."""
+    kept = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
+    return kept | QUIET_ENV | {"PREFECT_HOME": str(home)}
+
+
+def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_spam, tmp_path):
     with_key = {**sms_rows(sms_spam, 700, 701)[0], "id": "sms-with-key"}
     with_key["text"] = "the deploy key is AKIA" + "Z7XQ4MBN2VRC6TLE" + " keep it safe"
     write_jsonl(sms_project.parent / "data" / "sms-9.jsonl", [with_key])  # queued for review
@@ -35,24 +55,53 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     assert parts["dataset_hash"] == whole["dataset_hash"]
     assert parts["reasons"] == whole["reasons"] and parts["changes"] == whole["changes"]
     assert parts["review"] == whole["review"] and whole["review"]["queued_new"] > 0
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        on_dask = run_with(
-            sms_project, {"kind": "dask", "address": cluster.scheduler_address, "part_rows": 97},
-            "./work-dask",
-        )  # fmt: skip
-        ran = client.run_on_scheduler(
-            lambda dask_scheduler: {
-                name: prefix.state_counts["memory"]  # tasks that finished with a result
-                for name, prefix in dask_scheduler.task_prefixes.items()
-            }
-        )
+    assert parts["quality"] == whole["quality"]  # counts, languages and nearest drops merged
+    assert whole["quality"]["nearest_to_bound"] and whole["quality"]["languages"]["en"] > 0
+    for name in PER_PART:
+        records = parts["steps"][name]["records_in"]
+        assert whole["steps"][name]["parts"] == 1
+        assert parts["steps"][name]["parts"] == -(-records // 97)
+        assert parts["steps"][name]["largest_part_records"] == min(97, records)
+        assert parts["steps"][name]["part_peak_rss_mb"] > 50
+
+    # an existing cluster whose workers have no Prefect API of their own: their tasks report
+    # to the run's temporary server, and none of them starts another
+    home = tmp_path / "prefect-home"
+    env = embedded_default_env(home)
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = subprocess.Popen(
+        [BIN / "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    workers = subprocess.Popen(
+        [BIN / "dask", "worker", address, "--nworkers", "2", "--nthreads", "1", "--no-dashboard"],
+        env=env, cwd=sms_project.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=60)
+            variant = with_runner(
+                sms_project, {"kind": "dask", "address": address, "part_rows": 97}, "./work-dask"
+            )
+            run = subprocess.run(
+                [BIN / "thresher", "run", "--config", str(variant), "--json"],
+                env=env, cwd=sms_project.parent, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert run.returncode == 0, run.stderr[-3000:]
+            left = [p for p in survivors(home) if "server" in " ".join(p.cmdline())]
+            assert not left, "a Dask worker started a Prefect server of its own"
+            ran = client.run_on_scheduler(
+                lambda dask_scheduler: {
+                    name: prefix.state_counts["memory"]  # tasks that finished with a result
+                    for name, prefix in dask_scheduler.task_prefixes.items()
+                }
+            )
+    finally:
+        for process in (workers, scheduler):
+            process.terminate()
+            process.wait(timeout=30)
+    on_dask = json.loads(run.stdout)
     assert on_dask["dataset_hash"] == whole["dataset_hash"]
-    assert on_dask["reasons"] == whole["reasons"]
-    records = whole["records_in"] - whole["reasons"]["dropped"].get("duplicate_source_id", 0)
-    parts_expected = -(-records // 97)
-    assert ran == {"govern_part_task": parts_expected}
+    assert on_dask["reasons"] == whole["reasons"] and on_dask["quality"] == whole["quality"]
+    assert ran == {"part_task": sum(parts["steps"][name]["parts"] for name in PER_PART)}

@@ -20,7 +20,7 @@ from pipeline.core.identity import record_id_of, xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.ingest.stage import ingest
 from pipeline.quality.stage import measure, quality
-from pipeline.stage import RunContext
+from pipeline.stage import STAGES, RunContext
 
 GPL = Path("/usr/share/common-licenses/GPL-3")
 COOKIE = "This website uses cookies to give you the best experience on our pages."
@@ -405,3 +405,21 @@ def test_the_stage_is_deterministic(tmp_path, sms_spam):
         "web:only_removed_lines": 1,
     }
     assert (first[2]["records_with_lines_removed"], first[2]["lines_removed"]) == (2, 7)
+
+
+def test_parts_give_the_answer_of_one_call(tmp_path, sms_spam):
+    """Quality runs part by part (runs="per_part"): the parts' records and events together,
+    and their merged stats, are those of one call on every record."""
+    frame = ingest_sms(tmp_path, sms_spam, 400).collect().lazy()
+    prose = {"default_profile": "prose"}  # SMS as prose: many rules drop, lines are removed
+    kept, events, stats = run_stage(frame, prose, tmp_path)
+    parts = [run_stage(frame.slice(start, 37), prose, tmp_path) for start in range(0, 400, 37)]
+    assert_frame_equal(pl.concat([part[0] for part in parts]), kept)
+    assert_frame_equal(
+        pl.concat([part[1] for part in parts]).sort("record_id"), events.sort("record_id")
+    )
+    assert STAGES["quality"].merge_stats([part[2] for part in parts]) == stats
+    assert len(stats["nearest_to_bound"]) >= 3 and stats["records_with_lines_removed"] > 0
+    part_of = {record: i for i, part in enumerate(parts) for record in part[1]["record_id"]}
+    nearest = stats["nearest_to_bound"]["gopher_short_doc"]
+    assert len({part_of[drop["record_id"]] for drop in nearest}) > 1  # merged across parts
