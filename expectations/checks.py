@@ -8,7 +8,7 @@ splits (shares, overlaps, row counts), since a batch cannot see across splits.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -174,14 +174,16 @@ def check_ingested(
         "earliest_timestamp": cfg.earliest_timestamp,
         "latest_timestamp": started + timedelta(days=cfg.future_days),
     }
-    return _per_record(project, "ingested", ingested_rows(records), cfg.batch_rows, parameters)
+    return _per_record(project, "ingested", records, ingested_rows, cfg.batch_rows, parameters)
 
 
 def check_governed(
     project: GateProject, records: pl.LazyFrame, cfg: RunConfig, approved: pl.DataFrame
 ) -> GateResult:
-    rows = governed_rows(records, cfg, approved)
-    return _per_record(project, "governed", rows, cfg.gates.batch_rows, {})
+    def rows_of(part: pl.LazyFrame) -> pl.LazyFrame:
+        return governed_rows(part, cfg, approved)
+
+    return _per_record(project, "governed", records, rows_of, cfg.gates.batch_rows, {})
 
 
 def check_published(
@@ -207,21 +209,29 @@ def check_published(
 
 
 def _per_record(
-    project: GateProject, gate: str, rows: pl.LazyFrame, batch_rows: int, parameters: dict
+    project: GateProject,
+    gate: str,
+    records: pl.LazyFrame,
+    rows_of: Callable[[pl.LazyFrame], pl.LazyFrame],
+    batch_rows: int,
+    parameters: dict,
 ) -> GateResult:
+    """Validate the gate's per-record suites on `rows_of` each batch of `records`: the gate
+    holds one batch at a time, never the whole dataset."""
     result = GateResult(gate)
     for suite in suites_of(gate):
-        checks, result.batches = project.validate(suite, _batches(rows, batch_rows), parameters)
+        batches = _batches(records, rows_of, batch_rows)
+        checks, result.batches = project.validate(suite, batches, parameters)
         result.checks.extend(checks)
     return result
 
 
-def _batches(rows: pl.LazyFrame, batch_rows: int) -> Iterator:
-    collected = rows.collect()
-    if collected.height == 0:
-        yield collected.to_pandas()
-    for start in range(0, collected.height, batch_rows):
-        yield collected.slice(start, batch_rows).to_pandas()
+def _batches(
+    records: pl.LazyFrame, rows_of: Callable[[pl.LazyFrame], pl.LazyFrame], batch_rows: int
+) -> Iterator:
+    total = records.select(pl.len()).collect().item()
+    for start in range(0, max(total, 1), batch_rows):  # one empty batch when there is none
+        yield rows_of(records.slice(start, batch_rows)).collect().to_pandas()
 
 
 def approved_records(ledger_dir: Path) -> pl.DataFrame:

@@ -137,6 +137,11 @@ def test_governed_gate_checks_license_classes_and_secrets_a_reviewer_did_not_cle
     assert secrets["examples"][0]["record_id"] == rows["record_id"][4]
     assert token not in json.dumps(result.to_json())
 
+    # in batches of two records (each scanned on its own), the same findings
+    small = cfg.model_copy(update={"gates": cfg.gates.model_copy(update={"batch_rows": 2})})
+    batched = check_governed(project, crafted, small, cleared)
+    assert batched.batches == 3 and failed(batched) == problems
+
 
 def test_published_gate_passes_a_real_version_and_fails_a_tampered_one(tmp_path, sms_spam, project):
     staged, cfg = stage_version(tmp_path, sms_spam, stop=300)
