@@ -5,6 +5,8 @@
 2. Candidate pairs come from polars group-bys over the band table: every member of a bucket
    (records with equal keys in one band) is linked to the bucket's first record and to the
    member before it, so a bucket of k records gives at most 2(k-1) edges, never all pairs.
+   Step 1 writes the band table partitioned by a hash of the key, and the buckets are found
+   partition by partition (a bucket lies in one), so memory holds one partition's rows.
    Documents are numbered in record_id order (`_i` of the members frame), never in the order
    rows arrive: which members are linked, and so which weak links verification sees and
    which records are kept, depends on the records alone.
@@ -41,6 +43,7 @@ from pipeline.text import minhash
 STAGE = "near_dedup"
 THREADS = 2  # batches indexed at once; each holds `batch_records` texts in memory
 PAIR_CHUNK = 50_000  # pairs verified at once
+BAND_ROWS_PER_PARTITION = 4_000_000  # band-table rows grouped at once (~100 bytes each)
 
 
 def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
@@ -59,7 +62,8 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
             lowest, settings.num_perm, settings.false_positive_weight
         )
         texts = texts_by_record_id(frame, work)
-        shingled = index_batches(texts, members.height, settings, bands, rows, work)
+        partitions = max(1, -(-members.height * bands // BAND_ROWS_PER_PARTITION))
+        shingled = index_batches(texts, members.height, settings, bands, rows, work, partitions)
         candidates = candidate_pairs(work)
         measure = PairSimilarity(settings, work)
         similarity = measure(candidates)
@@ -77,6 +81,7 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
             "shingled": shingled,
             "bands": bands,
             "rows": rows,
+            "band_partitions": partitions,
             "candidate_pairs": candidates.height,
             "duplicate_pairs": dups.height,
             "related_pairs": related.height,
@@ -110,11 +115,18 @@ def texts_by_record_id(frame: pl.LazyFrame, work: Path) -> pl.LazyFrame:
 
 
 def index_batches(
-    texts: pl.LazyFrame, n: int, settings: MinHashConfig, bands: int, rows: int, work: Path
+    texts: pl.LazyFrame,
+    n: int,
+    settings: MinHashConfig,
+    bands: int,
+    rows: int,
+    work: Path,
+    partitions: int = 1,
 ) -> int:
     """Write signatures and band keys of all texts, batch by batch, two batches at a time
-    (polars and numpy release the GIL); return how many texts have shingles (the others
-    cannot be near duplicates and are left out)."""
+    (polars and numpy release the GIL), the band keys in `partitions` partitions by a hash of
+    the key; return how many texts have shingles (the others cannot be near duplicates and
+    are left out)."""
 
     def index(number: int) -> int:
         offset = number * settings.batch_records
@@ -134,14 +146,22 @@ def index_batches(
             pl.DataFrame({"doc": docs, "signature": signature}).write_parquet(
                 work / f"signatures-{number:05d}.parquet", compression="lz4"
             )
-        band_table = {
-            "band": np.tile(np.arange(bands, dtype=np.uint16), len(docs)),
-            "key": keys.ravel(),
-            "doc": np.repeat(docs, bands),
-        }
-        pl.DataFrame(band_table).write_parquet(
-            work / f"bands-{number:05d}.parquet", compression="lz4"
+        band_table = pl.DataFrame(
+            {
+                "band": np.tile(np.arange(bands, dtype=np.uint16), len(docs)),
+                "key": keys.ravel(),
+                "doc": np.repeat(docs, bands),
+            }
         )
+        # the key's high bits are its best mixed
+        partition = (pl.col("key") // (1 << 40)) % partitions
+        split = band_table.with_columns(partition.alias("_part"))
+        for (part,), rows_of_part in split.partition_by("_part", as_dict=True).items():
+            folder = work / "bands" / f"part-{part:04d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            rows_of_part.drop("_part").write_parquet(
+                folder / f"batch-{number:05d}.parquet", compression="lz4"
+            )
         advance(len(batch))
         return len(docs)
 
@@ -154,10 +174,16 @@ def candidate_pairs(work: Path) -> pl.DataFrame:
     """(left, right) row pairs that share a bucket in some band: every member of a bucket
     paired with the bucket's smallest row and with the member before it (at most 2(k-1)
     pairs for k members, so verification still has a second path when the smallest row
-    is the odd one out), left < right, each pair once, sorted."""
-    if not any(work.glob("bands-*.parquet")):
+    is the odd one out), left < right, each pair once, sorted. Found partition by partition
+    of the band table: a bucket's rows are all in one."""
+    found = [_partition_pairs(folder) for folder in sorted((work / "bands").glob("part-*"))]
+    if not found:
         return pl.DataFrame(schema={"left": pl.UInt32, "right": pl.UInt32})
-    bands = pl.scan_parquet(work / "bands-*.parquet")
+    return pl.concat(found).unique().sort("left", "right")
+
+
+def _partition_pairs(folder: Path) -> pl.DataFrame:
+    bands = pl.scan_parquet(folder / "*.parquet")
     shared = (
         bands.group_by("band", "key")
         .agg(pl.col("doc").min().alias("root"), pl.len().alias("size"))
@@ -176,11 +202,7 @@ def candidate_pairs(work: Path) -> pl.DataFrame:
             members.select(previous.alias("left"), pl.col("doc").alias("right")),
         ]
     )
-    return (
-        pairs.filter(pl.col("left").is_not_null() & (pl.col("left") != pl.col("right")))
-        .unique()
-        .sort("left", "right")
-    )
+    return pairs.filter(pl.col("left").is_not_null() & (pl.col("left") != pl.col("right"))).unique()
 
 
 class PairSimilarity:

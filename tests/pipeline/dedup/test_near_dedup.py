@@ -14,6 +14,7 @@ from helpers import as_records, changelog_changes, jaccard, reference_shingles
 
 from pipeline.config import DedupConfig, RunConfig, config_hash
 from pipeline.core import reasons
+from pipeline.dedup import near
 from pipeline.dedup.near import near_dedup
 from pipeline.stage import RunContext
 
@@ -161,7 +162,9 @@ def test_published_records_stay_and_new_copies_point_at_them(tmp_path, changelog
     assert evidence["published_in"] == "parent-hash"
 
 
-def test_same_input_same_clusters_whatever_the_batch_size(tmp_path, changelog_entries, sms_spam):
+def test_same_input_same_clusters_whatever_the_batch_size(
+    tmp_path, changelog_entries, sms_spam, monkeypatch
+):
     rng = random.Random(5)
     rows = [{"record_id": f"e{i:03d}", "text": t} for i, t in enumerate(changelog_entries)]
     rows += [
@@ -178,6 +181,12 @@ def test_same_input_same_clusters_whatever_the_batch_size(tmp_path, changelog_en
     assert first.frame.collect().sort("record_id").equals(second.frame.collect().sort("record_id"))
     assert first.stats["dropped"] >= len(changelog_entries)
     assert not (tmp_path / "run" / "near_dedup-work").exists()  # spilled files are removed
+    # the band table grouped in many partitions finds the same buckets as in one
+    monkeypatch.setattr(near, "BAND_ROWS_PER_PARTITION", 2000)
+    third = run(rows, context(tmp_path))
+    assert first.stats["band_partitions"] == 1 and third.stats["band_partitions"] > 10
+    assert third.stats["candidate_pairs"] == first.stats["candidate_pairs"]
+    assert first.events.equals(third.events)
 
 
 def test_related_records_of_different_groups_share_a_cluster_and_stay(tmp_path, changelog_entries):
