@@ -12,9 +12,9 @@ matches stay the same; a rejection drops it. Records of the test split are never
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -34,20 +34,34 @@ _SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
 
 
 def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext) -> StageResult:
+    """Check the records of the `cfg.check` splits batch by batch (`runner.part_rows` records
+    at a time, read back from a work file) against indexes built once: memory holds the
+    indexes, one batch and the flagged records, never every record."""
     started = time.perf_counter()
-    # in record_id order: test items, ties between items and examples follow record ids
-    records = (
-        frame.select(
-            "record_id", "source", "split", "text", "content_hash", "source_content_hash",
-            *_SHOWN[1:],
-        )
-        .collect()
-        .sort("record_id")
-    )  # fmt: skip
-    checked = records.filter(pl.col("split").is_in(cfg.check))
-    matches, per_set = _all_matches(records, checked, cfg, ctx)
-    flagged = _decide(matches, checked, cfg)
-    flagged, approvals, rejections = _reviewed(flagged, checked, ctx.review_decisions)
+    embedding_cache = Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
+    targets = _targets(frame, cfg, ctx, embedding_cache)
+    work = ctx.run_dir / "contamination-work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        checked = work / "checked.parquet"
+        frame.filter(pl.col("split").is_in(cfg.check)).select(
+            "record_id", "source", "text", "content_hash", "source_content_hash", *_SHOWN[1:]
+        ).sink_parquet(checked, compression="lz4")
+        n_checked = pl.scan_parquet(checked).select(pl.len()).collect().item()
+        found, flags = [], []
+        for offset in range(0, max(n_checked, 1), ctx.config.runner.part_rows):
+            batch = pl.scan_parquet(checked).slice(offset, ctx.config.runner.part_rows).collect()
+            matches = _batch_matches(batch, targets, embedding_cache)
+            ids = batch["record_id"].gather(matches["row"])
+            found.append(matches.select("eval_set", "item_id", "method").with_columns(ids))
+            flags.append(_decide(matches, batch, cfg))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    matched = pl.concat([_MATCHED, *found])
+    per_set = {name: _set_figures(size, matched, name) for name, _, size in targets}
+    flagged = pl.concat(flags).sort("record_id")
+    flagged, approvals, rejections = _reviewed(flagged, ctx.review_decisions)
     removed = pl.concat([flagged.select("record_id"), rejections.select("record_id")])
     kept = frame.join(removed.lazy(), on="record_id", how="anti", maintain_order="left")
     events = pl.concat(
@@ -60,7 +74,7 @@ def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext
     )
     quarantined = flagged.filter(pl.col("action") == "quarantine")
     stats = {
-        "checked": checked.height,
+        "checked": n_checked,
         "eval_sets": per_set,
         "dropped": flagged.filter(pl.col("action") == "drop").height,
         "quarantined": quarantined.height,
@@ -73,79 +87,90 @@ def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext
     )
 
 
-def _all_matches(
-    records: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConfig, ctx: RunContext
-) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Every match of a checked record, per evaluation set: (row, eval_set, item_id, method,
-    score, span); and the per-set figures for the run report."""
-    embedding_cache = Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
-    targets: list[tuple[str, ContaminationIndex, int]] = []
+_MATCHED = pl.DataFrame(
+    schema={
+        "eval_set": pl.String,
+        "item_id": pl.String,
+        "method": pl.String,
+        "record_id": pl.String,
+    }
+)
+_EMPTY_MATCHES = pl.DataFrame(
+    schema={
+        "row": pl.UInt32,
+        "item_id": pl.String,
+        "method": pl.String,
+        "score": pl.Float64,
+        "span": pl.String,
+        "eval_set": pl.String,
+        "item_text": pl.String,
+    }
+)
+
+
+def _targets(
+    frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext, embedding_cache: Path
+) -> list[tuple[str, ContaminationIndex, int]]:
+    """(name, index, items) of this run's test split, when checked against, and of every
+    protected evaluation set."""
+    targets = []
     if cfg.against_test:
-        test = records.filter(pl.col("split") == "test")
-        # test records are items as they stand: their text and content hash are final
-        items = test.select(pl.col("record_id").alias("item_id"), "text", "content_hash")
-        targets.append(
-            (
-                TEST_SPLIT,
-                ContaminationIndex.build(items, cfg.methods, None, embedding_cache),
-                len(items),
-            )
+        # in record_id order: ties between items follow record ids. Test records are items
+        # as they stand: their text and content hash are final
+        items = (
+            frame.filter(pl.col("split") == "test")
+            .select(pl.col("record_id").alias("item_id"), "text", "content_hash")
+            .collect()
+            .sort("item_id")
         )
+        index = ContaminationIndex.build(items, cfg.methods, None, embedding_cache)
+        targets.append((TEST_SPLIT, index, items.height))
     for eval_set in ctx.eval_sets:
         index = ContaminationIndex.build(
             eval_set.items, cfg.methods, eval_set.folder, embedding_cache
         )
         targets.append((eval_set.name, index, eval_set.items.height))
-    found, per_set = [], {}
-    probe = checked.select("text", "content_hash")
+    return targets
+
+
+def _batch_matches(
+    batch: pl.DataFrame, targets: list[tuple[str, ContaminationIndex, int]], embedding_cache: Path
+) -> pl.DataFrame:
+    """Every match of a batch's records, per evaluation set: (row, item_id, method, score,
+    span, eval_set, item_text), `row` a record's position in the batch."""
+    found = []
+    probe = batch.select("text", "content_hash")
     for name, index, size in targets:
-        matches = index.matches(probe, embedding_cache) if checked.height and size else None
-        if matches is None or matches.height == 0:
-            per_set[name] = _set_figures(size, None, checked)
+        if not (batch.height and size):
             continue
+        matches = index.matches(probe, embedding_cache)
         item_texts = index.items.select("item_id", pl.col("text").alias("item_text"))
-        matches = matches.with_columns(pl.lit(name).alias("eval_set")).join(
-            item_texts, on="item_id", how="left", maintain_order="left"
+        found.append(
+            matches.with_columns(pl.lit(name).alias("eval_set")).join(
+                item_texts, on="item_id", how="left", maintain_order="left"
+            )
         )
-        per_set[name] = _set_figures(size, matches, checked)
-        found.append(matches)
-    empty = pl.DataFrame(
-        schema={
-            "row": pl.UInt32,
-            "item_id": pl.String,
-            "method": pl.String,
-            "score": pl.Float64,
-            "span": pl.String,
-            "eval_set": pl.String,
-            "item_text": pl.String,
-        }
-    )
-    return pl.concat([empty, *found], how="diagonal_relaxed"), per_set
+    return pl.concat([_EMPTY_MATCHES, *found], how="diagonal_relaxed")
 
 
-def _set_figures(size: int, matches: pl.DataFrame | None, checked: pl.DataFrame) -> dict:
-    if matches is None:
-        return {
-            "items": size,
-            "contaminated_items": 0,
-            "records": 0,
-            "by_method": {},
-            "examples": [],
-        }
+def _set_figures(size: int, matched: pl.DataFrame, name: str) -> dict:
+    """The figures of one evaluation set for the run report, from every batch's matches
+    (eval_set, item_id, method, record_id); examples are the first record ids."""
+    matches = matched.filter(pl.col("eval_set") == name)
     by_method = {
         method: {
-            "records": group["row"].n_unique(),
+            "records": group["record_id"].n_unique(),
             "items": group["item_id"].n_unique(),
         }
         for (method,), group in matches.group_by("method", maintain_order=True)
     }
-    rows = matches["row"].unique().sort()
+    records = matches["record_id"].unique().sort()
     return {
         "items": size,
         "contaminated_items": matches["item_id"].n_unique(),
-        "records": rows.len(),
+        "records": records.len(),
         "by_method": {m: by_method[m] for m in METHODS if m in by_method},
-        "examples": checked["record_id"].gather(rows.head(EXAMPLES)).to_list(),
+        "examples": records.head(EXAMPLES).to_list(),
     }
 
 
@@ -183,7 +208,7 @@ def _decide(matches: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConf
 
 
 def _reviewed(
-    flagged: pl.DataFrame, checked: pl.DataFrame, decisions: pl.DataFrame | None
+    flagged: pl.DataFrame, decisions: pl.DataFrame | None
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Split quarantine flags into those still flagged, those a reviewer approved for this
     content and these matches, and those a reviewer rejected. The review hash covers every
