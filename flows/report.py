@@ -214,13 +214,12 @@ def _token_counts(
     from training.tokenization import minilm_word_pieces
 
     tokenizer, digest = minilm_word_pieces()
-    counts = {}
-    for name, frame in published.splits.items():
-        total = 0
-        for batch in frame.select("text").collect().iter_slices(4096):
+    counts = dict.fromkeys(published.split_names, 0)
+    for shard in published.manifest["shards"]:  # one shard's texts in memory at a time
+        texts = storage.scan_parquet([published.path / shard["path"]]).select("text").collect()
+        for batch in texts.iter_slices(4096):
             encoded = tokenizer.encode_batch(batch["text"].to_list(), add_special_tokens=False)
-            total += sum(len(tokens.ids) for tokens in encoded)
-        counts[name] = total
+            counts[shard["split"]] += sum(len(tokens.ids) for tokens in encoded)
     name = "minilm (the WordPiece tokenizer of all-MiniLM-L6-v2)"
     return {"name": name, "digest": digest}, counts
 
