@@ -14,8 +14,8 @@
    decides: at or above `threshold` a duplicate, at or above `related_threshold` (when set;
    bands are then tuned to it) a link between related records; without `verify` every
    candidate is a duplicate, as in datasketch. Step 1 also writes each batch's shingle sets;
-   pairs are verified block by block (left's batch, right's batch), so memory holds the sets
-   of two batches and one chunk of pairs.
+   verification reads each batch's file twice (PairSimilarity._exact), however the pairs
+   spread over batches, and holds one batch's sets and the pairs that touch it.
 4. pipeline/dedup/duplicates.py clusters the duplicates (union-find), keeps one record per cluster
    and drops the others with reason `near_duplicate`, evidence naming the kept record and
    their similarity (exact Jaccard with `verify`, else the signatures' estimate); a cluster
@@ -218,7 +218,6 @@ class PairSimilarity:
         self.known = pl.DataFrame(
             schema={"left": pl.UInt32, "right": pl.UInt32, "similarity": pl.Float64}
         )
-        self.shingle_sets: dict[int, pl.Series] = {}  # batch number -> its sets, at most two
 
     def __call__(self, pairs: pl.DataFrame) -> pl.Series:
         """Similarities in the order of `pairs`; pairs measured before are not measured again."""
@@ -240,37 +239,45 @@ class PairSimilarity:
         return looked_up["similarity"]
 
     def _exact(self, pairs: pl.DataFrame) -> pl.Series:
-        """Exact Jaccard, block by block of (left's batch, right's batch) and PAIR_CHUNK pairs
-        at a time: only two batches' shingle sets and one chunk of pairs are in memory."""
+        """Exact Jaccard in two passes over the shingle files, so each batch's file is read
+        twice however the pairs spread over batches: first each right row's set is gathered,
+        batch by batch of the right rows, into files sorted by the left row's batch; then,
+        batch by batch of the left rows, the left sets meet those right sets PAIR_CHUNK
+        pairs at a time. Memory holds one batch's sets and the pairs that touch it."""
         size = self.settings.batch_records
         numbered = pairs.with_row_index("_pair").with_columns(
             (pl.col("left") // size).alias("_left_batch"),
             (pl.col("right") // size).alias("_right_batch"),
         )
+        staged = self.work / "right-sets"
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir()
+        by_right = numbered.partition_by("_right_batch", as_dict=True, include_key=False)
+        for (right_batch,), block in by_right.items():
+            sets = self._batch_sets(right_batch).gather(block["right"] % size)
+            block.select("_pair", "_left_batch", "left").with_columns(sets.alias("right_set")).sort(
+                "_left_batch"
+            ).write_parquet(staged / f"right-{right_batch:05d}.parquet", row_group_size=PAIR_CHUNK)
+        del by_right
         parts = []
-        blocks = numbered.sort("_left_batch", "_right_batch", "left", "right").partition_by(
-            "_left_batch", "_right_batch", maintain_order=True, as_dict=True
-        )
-        for (left_batch, right_batch), block in blocks.items():
+        right_sets = pl.scan_parquet(staged / "*.parquet")
+        for left_batch in numbered["_left_batch"].unique().sort():
+            left_sets = self._batch_sets(left_batch)
+            block = right_sets.filter(pl.col("_left_batch") == left_batch).collect()
             for start in range(0, block.height, PAIR_CHUNK):
                 chunk = block.slice(start, PAIR_CHUNK)
-                left = self._sets(left_batch, keep=left_batch).gather(chunk["left"] % size)
-                right = self._sets(right_batch, keep=left_batch).gather(chunk["right"] % size)
+                left = left_sets.gather(chunk["left"] % size)
+                right = chunk["right_set"]
                 common = left.list.set_intersection(right).list.len().fill_null(0)
                 union = left.list.len().fill_null(0) + right.list.len().fill_null(0) - common
                 similarity = (common.cast(pl.Float64) / union).fill_nan(0.0)
                 parts.append(chunk.select("_pair", similarity.alias("similarity")))
-        self.shingle_sets.clear()
+        shutil.rmtree(staged, ignore_errors=True)
         return pl.concat(parts).sort("_pair")["similarity"]
 
-    def _sets(self, batch: int, keep: int) -> pl.Series:
-        """The shingle sets of one batch, by position; the sets of `keep` stay loaded."""
-        if batch not in self.shingle_sets:
-            for loaded in [number for number in self.shingle_sets if number != keep]:
-                del self.shingle_sets[loaded]
-            path = self.work / f"shingles-{batch:05d}.parquet"
-            self.shingle_sets[batch] = pl.read_parquet(path)["hash"]
-        return self.shingle_sets[batch]
+    def _batch_sets(self, batch: int) -> pl.Series:
+        """The shingle sets of one batch's texts, by position."""
+        return pl.read_parquet(self.work / f"shingles-{batch:05d}.parquet")["hash"]
 
     def _estimated(self, pairs: pl.DataFrame) -> pl.Series:
         rows = pl.concat([pairs["left"], pairs["right"]]).unique()
