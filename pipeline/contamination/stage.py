@@ -24,7 +24,7 @@ from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.schema import review_decisions
 from pipeline.review import masked_for_review, review_items_of, with_review_hash
 from pipeline.stage import RunContext, StageResult
-from pipeline.text.eval_index import METHODS, ContaminationIndex, strongest
+from pipeline.text.eval_index import MATCH_SCHEMA, METHODS, ContaminationIndex, strongest
 
 STAGE = "contamination"
 TEST_SPLIT = "test"  # the evaluation-set name the run's own test split gets in evidence
@@ -96,15 +96,7 @@ _MATCHED = pl.DataFrame(
     }
 )
 _EMPTY_MATCHES = pl.DataFrame(
-    schema={
-        "row": pl.UInt32,
-        "item_id": pl.String,
-        "method": pl.String,
-        "score": pl.Float64,
-        "span": pl.String,
-        "eval_set": pl.String,
-        "item_text": pl.String,
-    }
+    schema={**MATCH_SCHEMA, "eval_set": pl.String, "item_text": pl.String}
 )
 
 
