@@ -121,7 +121,7 @@ def index_batches(
     bands: int,
     rows: int,
     work: Path,
-    partitions: int = 1,
+    partitions: int,
 ) -> int:
     """Write signatures and band keys of all texts, batch by batch, two batches at a time
     (polars and numpy release the GIL), the band keys in `partitions` partitions by a hash of
