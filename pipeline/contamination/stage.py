@@ -36,7 +36,8 @@ _SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
 def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext) -> StageResult:
     """Check the records of the `cfg.check` splits batch by batch (`runner.part_rows` records
     at a time, read back from a work file) against indexes built once: memory holds the
-    indexes, one batch and the flagged records, never every record."""
+    indexes, one batch, the dropped records' evidence and the quarantined records (for the
+    review queue), never every record."""
     started = time.perf_counter()
     embedding_cache = Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
     targets = _targets(frame, cfg, ctx, embedding_cache)
@@ -49,34 +50,39 @@ def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext
             "record_id", "source", "text", "content_hash", "source_content_hash", *_SHOWN[1:]
         ).sink_parquet(checked, compression="lz4")
         n_checked = pl.scan_parquet(checked).select(pl.len()).collect().item()
-        found, flags = [], []
+        found, drops, quarantines = [], [], []
         for offset in range(0, max(n_checked, 1), ctx.config.runner.part_rows):
             batch = pl.scan_parquet(checked).slice(offset, ctx.config.runner.part_rows).collect()
             matches = _batch_matches(batch, targets, embedding_cache)
             ids = batch["record_id"].gather(matches["row"])
             found.append(matches.select("eval_set", "item_id", "method").with_columns(ids))
-            flags.append(_decide(matches, batch, cfg))
+            flagged = _decide(matches, batch, cfg)
+            # a dropped record's event needs only its evidence; a quarantined one's review
+            # item needs its columns and the matched text
+            drops.append(flagged.filter(pl.col("action") == "drop").select(_DROP_COLUMNS))
+            quarantines.append(flagged.filter(pl.col("action") == "quarantine"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     matched = pl.concat([_MATCHED, *found])
     per_set = {name: _set_figures(size, matched, name) for name, _, size in targets}
-    flagged = pl.concat(flags).sort("record_id")
-    flagged, approvals, rejections = _reviewed(flagged, ctx.review_decisions)
-    removed = pl.concat([flagged.select("record_id"), rejections.select("record_id")])
+    dropped = pl.concat(drops).sort("record_id")
+    quarantined, approvals, rejections = _reviewed(
+        pl.concat(quarantines).sort("record_id"), ctx.review_decisions
+    )
+    removed = pl.concat([f.select("record_id") for f in (dropped, quarantined, rejections)])
     kept = frame.join(removed.lazy(), on="record_id", how="anti", maintain_order="left")
     events = pl.concat(
         [
             ledger.empty(),
-            *_flag_events(flagged),
+            *_flag_events(dropped, quarantined),
             _approval_events(approvals),
             _rejection_events(rejections),
         ]
     )
-    quarantined = flagged.filter(pl.col("action") == "quarantine")
     stats = {
         "checked": n_checked,
         "eval_sets": per_set,
-        "dropped": flagged.filter(pl.col("action") == "drop").height,
+        "dropped": dropped.height,
         "quarantined": quarantined.height,
         "approved": approvals.height,
         "rejected": rejections.height,
@@ -95,6 +101,7 @@ _MATCHED = pl.DataFrame(
         "record_id": pl.String,
     }
 )
+_DROP_COLUMNS = ["record_id", "source", "eval_set", "item_id", "method", "score", "span", "methods"]
 _EMPTY_MATCHES = pl.DataFrame(
     schema={**MATCH_SCHEMA, "eval_set": pl.String, "item_text": pl.String}
 )
@@ -239,18 +246,18 @@ def _evidence() -> pl.Expr:
     return pl.struct(*_evidence_fields())
 
 
-def _flag_events(flagged: pl.DataFrame) -> list[pl.DataFrame]:
+def _flag_events(dropped: pl.DataFrame, quarantined: pl.DataFrame) -> list[pl.DataFrame]:
     return [
         ledger.events(
-            flagged.filter(pl.col("action") == action),
+            flagged,
             stage=STAGE,
             action=ledger_action,
             reason=reasons.CONTAMINATED_EVAL,
             evidence=_evidence(),
         )
-        for action, ledger_action in (
-            ("drop", reasons.DROPPED),
-            ("quarantine", reasons.QUARANTINED),
+        for flagged, ledger_action in (
+            (dropped, reasons.DROPPED),
+            (quarantined, reasons.QUARANTINED),
         )
     ]
 
