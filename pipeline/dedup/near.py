@@ -44,6 +44,7 @@ STAGE = "near_dedup"
 THREADS = 2  # batches indexed at once; each holds `batch_records` texts in memory
 PAIR_CHUNK = 50_000  # pairs verified at once
 BAND_ROWS_PER_PARTITION = 4_000_000  # band-table rows grouped at once (~100 bytes each)
+CANDIDATE_SCHEMA = {"left": pl.UInt32, "right": pl.UInt32}
 
 
 def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
@@ -66,8 +67,7 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
         shingled = index_batches(texts, members.height, settings, bands, rows, work, partitions)
         candidates = candidate_pairs(work)
         measure = PairSimilarity(settings, work)
-        similarity = measure(candidates)
-        candidates = candidates.with_columns(similarity.alias("similarity"))
+        candidates = measure.first(candidates)
         if settings.verify:
             dups = candidates.filter(pl.col("similarity") >= settings.threshold)
             related = candidates.filter(
@@ -178,7 +178,7 @@ def candidate_pairs(work: Path) -> pl.DataFrame:
     of the band table: a bucket's rows are all in one."""
     found = [_partition_pairs(folder) for folder in sorted((work / "bands").glob("part-*"))]
     if not found:
-        return pl.DataFrame(schema={"left": pl.UInt32, "right": pl.UInt32})
+        return pl.DataFrame(schema=CANDIDATE_SCHEMA)
     return pl.concat(found).unique().sort("left", "right")
 
 
@@ -208,35 +208,50 @@ def _partition_pairs(folder: Path) -> pl.DataFrame:
 class PairSimilarity:
     """The similarity of (left, right) row pairs: exact Jaccard of their shingle sets with
     `verify`, else the fraction of equal signature positions. The similarities it measured
-    (and the signatures it read) are kept for later calls."""
+    (and the signatures it read) are kept for later calls, by a sorted array of pair keys
+    (left << 32 | right, left < right): at tens of millions of pairs a join would hold a hash
+    table several times their size."""
 
     def __init__(self, settings: MinHashConfig, work: Path):
         self.settings, self.work = settings, work
         self.signatures = pl.DataFrame(
             schema={"doc": pl.UInt32, "signature": pl.Array(pl.UInt32, settings.num_perm)}
         )
-        self.known = pl.DataFrame(
-            schema={"left": pl.UInt32, "right": pl.UInt32, "similarity": pl.Float64}
-        )
+        self.keys = np.empty(0, dtype=np.uint64)  # sorted
+        self.values = np.empty(0, dtype=np.float64)
+
+    def first(self, pairs: pl.DataFrame) -> pl.DataFrame:
+        """`pairs` (unique, sorted by left then right, left < right) with their similarity."""
+        similarity = self._measure(pairs)
+        self.keys = _pair_keys(pairs["left"].to_numpy(), pairs["right"].to_numpy())
+        self.values = similarity.to_numpy()
+        return pairs.with_columns(similarity.alias("similarity"))
 
     def __call__(self, pairs: pl.DataFrame) -> pl.Series:
         """Similarities in the order of `pairs`; pairs measured before are not measured again."""
-        ordered = pairs.select(
-            pl.min_horizontal("left", "right").alias("left"),
-            pl.max_horizontal("left", "right").alias("right"),
-        )
-        looked_up = ordered.join(
-            self.known, on=["left", "right"], how="left", maintain_order="left"
-        )
-        missing = looked_up.filter(pl.col("similarity").is_null()).select("left", "right").unique()
-        if missing.height:
-            measure = self._exact if self.settings.verify else self._estimated
-            measured = missing.with_columns(measure(missing).alias("similarity"))
-            self.known = pl.concat([self.known, measured])
-            looked_up = ordered.join(
-                self.known, on=["left", "right"], how="left", maintain_order="left"
+        keys = _pair_keys(pairs["left"].to_numpy(), pairs["right"].to_numpy())
+        found, at = self._lookup(keys)
+        missing = np.unique(keys[~found])
+        if missing.size:
+            new = pl.DataFrame(
+                {"left": (missing >> 32).astype(np.uint32), "right": missing.astype(np.uint32)}
             )
-        return looked_up["similarity"]
+            keys_and_new = np.concatenate([self.keys, missing])
+            order = np.argsort(keys_and_new, kind="stable")
+            values = np.concatenate([self.values, self._measure(new).to_numpy()])
+            self.keys, self.values = keys_and_new[order], values[order]
+            found, at = self._lookup(keys)
+        return pl.Series("similarity", self.values[at], dtype=pl.Float64)
+
+    def _lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
+        found = self.keys[at] == keys if len(self.keys) else np.zeros(len(keys), dtype=bool)
+        return found, at
+
+    def _measure(self, pairs: pl.DataFrame) -> pl.Series:
+        if not pairs.height:
+            return pl.Series("similarity", [], dtype=pl.Float64)
+        return (self._exact if self.settings.verify else self._estimated)(pairs)
 
     def _exact(self, pairs: pl.DataFrame) -> pl.Series:
         """Exact Jaccard in two passes over the shingle files, so each batch's file is read
@@ -291,3 +306,9 @@ class PairSimilarity:
         left = matrix[np.searchsorted(order, pairs["left"].to_numpy())]
         right = matrix[np.searchsorted(order, pairs["right"].to_numpy())]
         return pl.Series("similarity", minhash.estimated_jaccard(left, right))
+
+
+def _pair_keys(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """One uint64 per unordered pair of rows: the smaller row in the high half."""
+    low, high = np.minimum(left, right), np.maximum(left, right)
+    return (low.astype(np.uint64) << np.uint64(32)) | high.astype(np.uint64)

@@ -259,3 +259,24 @@ def test_no_records_no_pairs(tmp_path):
     assert result.events.height == 0
     assert result.frame.collect().height == 0
     assert result.stats["candidate_pairs"] == 0
+
+
+def test_pair_similarity_measures_each_pair_once_whatever_its_order(tmp_path, monkeypatch):
+    measured: list[list[tuple[int, int]]] = []
+
+    def measure(self, pairs: pl.DataFrame) -> pl.Series:
+        measured.append(list(pairs.iter_rows()))
+        return (pairs["left"] / (pairs["left"] + pairs["right"])).alias("similarity")
+
+    monkeypatch.setattr(near.PairSimilarity, "_measure", measure)
+    similarity = near.PairSimilarity(DEFAULT.minhash, tmp_path)
+    candidates = pl.DataFrame({"left": [1, 2], "right": [3, 5]}, schema=near.CANDIDATE_SCHEMA)
+    assert similarity.first(candidates)["similarity"].to_list() == [0.25, 2 / 7]
+
+    pairs = pl.DataFrame(
+        {"left": [5, 1, 9, 7], "right": [2, 3, 7, 9]}, schema=near.CANDIDATE_SCHEMA
+    )
+    assert similarity(pairs).to_list() == [2 / 7, 0.25, 7 / 16, 7 / 16]
+    assert measured[1:] == [[(7, 9)]]  # the new pair, once, smaller row first
+    assert similarity(pairs.reverse()).to_list() == [7 / 16, 7 / 16, 0.25, 2 / 7]
+    assert len(measured) == 2
