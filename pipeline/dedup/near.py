@@ -177,12 +177,13 @@ def candidate_pairs(work: Path) -> pl.DataFrame:
     is the odd one out), left < right, each pair once, sorted. Found partition by partition
     of the band table: a bucket's rows are all in one."""
     found = [_partition_pairs(folder) for folder in sorted((work / "bands").glob("part-*"))]
-    if not found:
-        return pl.DataFrame(schema=CANDIDATE_SCHEMA)
-    return pl.concat(found).unique().sort("left", "right")
+    # unique by numpy on one uint64 key a pair: polars' unique on the two columns held a
+    # hash table about ten times the pairs' size
+    return _pairs_of_keys(np.unique(np.concatenate([np.empty(0, np.uint64), *found])))
 
 
-def _partition_pairs(folder: Path) -> pl.DataFrame:
+def _partition_pairs(folder: Path) -> np.ndarray:
+    """The pair keys (_pair_keys) of one partition of the band table, each once."""
     bands = pl.scan_parquet(folder / "*.parquet")
     shared = (
         bands.group_by("band", "key")
@@ -195,14 +196,13 @@ def _partition_pairs(folder: Path) -> pl.DataFrame:
         .collect(engine="streaming")
         .sort("band", "key", "doc")
     )
-    previous = pl.col("doc").shift(1).over("band", "key")
-    pairs = pl.concat(
-        [
-            members.select(pl.col("root").alias("left"), pl.col("doc").alias("right")),
-            members.select(previous.alias("left"), pl.col("doc").alias("right")),
-        ]
-    )
-    return pairs.filter(pl.col("left").is_not_null() & (pl.col("left") != pl.col("right"))).unique()
+    previous = members.select(pl.col("doc").shift(1).over("band", "key"))["doc"]
+    doc = members["doc"].to_numpy()
+    linked = previous.is_not_null().to_numpy()
+    left = np.concatenate([members["root"].to_numpy(), previous.fill_null(0).to_numpy()[linked]])
+    right = np.concatenate([doc, doc[linked]])
+    apart = left != right
+    return np.unique(_pair_keys(left[apart], right[apart]))
 
 
 class PairSimilarity:
@@ -233,9 +233,7 @@ class PairSimilarity:
         found, at = self._lookup(keys)
         missing = np.unique(keys[~found])
         if missing.size:
-            new = pl.DataFrame(
-                {"left": (missing >> 32).astype(np.uint32), "right": missing.astype(np.uint32)}
-            )
+            new = _pairs_of_keys(missing)
             keys_and_new = np.concatenate([self.keys, missing])
             order = np.argsort(keys_and_new, kind="stable")
             values = np.concatenate([self.values, self._measure(new).to_numpy()])
@@ -312,3 +310,10 @@ def _pair_keys(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """One uint64 per unordered pair of rows: the smaller row in the high half."""
     low, high = np.minimum(left, right), np.maximum(left, right)
     return (low.astype(np.uint64) << np.uint64(32)) | high.astype(np.uint64)
+
+
+def _pairs_of_keys(keys: np.ndarray) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"left": (keys >> np.uint64(32)).astype(np.uint32), "right": keys.astype(np.uint32)},
+        schema=CANDIDATE_SCHEMA,
+    )
