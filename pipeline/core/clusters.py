@@ -6,13 +6,15 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from pipeline.core.arrays import sorted_unique
+
 
 def components(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Connected components of the graph with edges (left[k], right[k]), by union-find done
     for all edges at once: each round hooks the larger root of every edge under the smaller,
     then compresses paths by pointer jumping. Returns (nodes, the smallest node of each
     node's component)."""
-    nodes = np.unique(np.concatenate([left, right]))
+    nodes = sorted_unique(np.concatenate([left, right]))
     a, b = np.searchsorted(nodes, left), np.searchsorted(nodes, right)
     parent = np.arange(len(nodes))
     while True:

@@ -34,6 +34,7 @@ import polars as pl
 
 from pipeline.config import DedupConfig, MinHashConfig
 from pipeline.core import ledger, reasons
+from pipeline.core.arrays import sorted_unique
 from pipeline.core.clusters import with_cluster_ids
 from pipeline.core.progress import progress
 from pipeline.dedup import duplicates
@@ -177,9 +178,9 @@ def candidate_pairs(work: Path) -> pl.DataFrame:
     is the odd one out), left < right, each pair once, sorted. Found partition by partition
     of the band table: a bucket's rows are all in one."""
     found = [_partition_pairs(folder) for folder in sorted((work / "bands").glob("part-*"))]
-    # unique by numpy on one uint64 key a pair: polars' unique on the two columns held a
-    # hash table about ten times the pairs' size
-    return _pairs_of_keys(np.unique(np.concatenate([np.empty(0, np.uint64), *found])))
+    # unique on one uint64 key a pair: polars' unique on the two columns held a hash table
+    # about ten times the pairs' size
+    return _pairs_of_keys(sorted_unique(np.concatenate([np.empty(0, np.uint64), *found])))
 
 
 def _partition_pairs(folder: Path) -> np.ndarray:
@@ -202,7 +203,7 @@ def _partition_pairs(folder: Path) -> np.ndarray:
     left = np.concatenate([members["root"].to_numpy(), previous.fill_null(0).to_numpy()[linked]])
     right = np.concatenate([doc, doc[linked]])
     apart = left != right
-    return np.unique(_pair_keys(left[apart], right[apart]))
+    return sorted_unique(_pair_keys(left[apart], right[apart]))
 
 
 class PairSimilarity:
@@ -231,7 +232,7 @@ class PairSimilarity:
         """Similarities in the order of `pairs`; pairs measured before are not measured again."""
         keys = _pair_keys(pairs["left"].to_numpy(), pairs["right"].to_numpy())
         found, at = self._lookup(keys)
-        missing = np.unique(keys[~found])
+        missing = sorted_unique(keys[~found])
         if missing.size:
             new = _pairs_of_keys(missing)
             keys_and_new = np.concatenate([self.keys, missing])
