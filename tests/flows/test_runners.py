@@ -43,10 +43,7 @@ def embedded_default_env(home: Path) -> dict[str, str]:
     """A user's shell: no PREFECT_API_URL (the run starts its temporary server), and every
     process marked by its PREFECT_HOME."""
     kept = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    # beside the other test workers the temporary server can take longer than Prefect's 20 s
-    # to start (issue 23 makes the default robust to that)
-    slow_start = {"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
-    return kept | QUIET_ENV | slow_start | {"PREFECT_HOME": str(home)}
+    return kept | QUIET_ENV | {"PREFECT_HOME": str(home)}
 
 
 def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_spam, tmp_path):
