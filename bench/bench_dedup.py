@@ -339,17 +339,26 @@ def run_thresher(corpus: Path, work: Path, verify: bool, seed: int) -> tuple[dic
 
         return wrapper
 
-    # The pair-similarity measure measures the candidates (`first`), then duplicates.apply
-    # calls it for the evidence of the dropped records.
+    # The pair-similarity measure is called first for the candidates,
+    # then by duplicates.apply for the evidence of the dropped records.
+    similarity_calls = iter(["similarity of candidates"])
+
+    def similarity_step() -> str:
+        return next(similarity_calls, "similarity for evidence (in apply)")
+
     for module, attribute, name in (
         (stage_module, "index_batches", "signatures + spill"),
         (stage_module, "candidate_pairs", "candidates"),
-        (stage_module.PairSimilarity, "first", "similarity of candidates"),
-        (stage_module.PairSimilarity, "__call__", "similarity for evidence (in apply)"),
         (duplicates, "resolve", "clusters (resolve)"),
         (duplicates, "apply", "events + frame (apply)"),
     ):
         setattr(module, attribute, timed(name, getattr(module, attribute)))
+    measure_pairs = stage_module.PairSimilarity.__call__
+
+    def call(self, pairs):
+        return timed(similarity_step(), measure_pairs)(self, pairs)
+
+    stage_module.PairSimilarity.__call__ = call
 
     _reset_peak_rss()
     started = time.perf_counter()

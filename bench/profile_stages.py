@@ -35,8 +35,7 @@ from pipeline.stage import STAGES, RunContext
 OUT = Path(__file__).resolve().parent / "out" / "profile"
 PHASES = {  # module: the functions and methods timed as steps
     "pipeline.dedup.near": [
-        "texts_by_record_id", "index_batches", "candidate_pairs",
-        "PairSimilarity.first", "PairSimilarity.__call__",
+        "texts_by_record_id", "index_batches", "candidate_pairs", "PairSimilarity.__call__",
     ],
     "pipeline.dedup.duplicates": ["members_frame", "resolve", "apply"],
     "pipeline.contamination.stage": ["_targets", "_batch_matches", "_decide", "_reviewed"],

@@ -68,7 +68,8 @@ def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageR
         shingled = index_batches(texts, members.height, settings, bands, rows, work, partitions)
         candidates = candidate_pairs(work)
         measure = PairSimilarity(settings, work)
-        candidates = measure.first(candidates)
+        similarity = measure(candidates)
+        candidates = candidates.with_columns(similarity.alias("similarity"))
         if settings.verify:
             dups = candidates.filter(pl.col("similarity") >= settings.threshold)
             related = candidates.filter(
@@ -221,13 +222,6 @@ class PairSimilarity:
         self.keys = np.empty(0, dtype=np.uint64)  # sorted
         self.values = np.empty(0, dtype=np.float64)
 
-    def first(self, pairs: pl.DataFrame) -> pl.DataFrame:
-        """`pairs` (unique, sorted by left then right, left < right) with their similarity."""
-        similarity = self._measure(pairs)
-        self.keys = _pair_keys(pairs["left"].to_numpy(), pairs["right"].to_numpy())
-        self.values = similarity.to_numpy()
-        return pairs.with_columns(similarity.alias("similarity"))
-
     def __call__(self, pairs: pl.DataFrame) -> pl.Series:
         """Similarities in the order of `pairs`; pairs measured before are not measured again."""
         keys = _pair_keys(pairs["left"].to_numpy(), pairs["right"].to_numpy())
@@ -236,7 +230,7 @@ class PairSimilarity:
         if missing.size:
             new = _pairs_of_keys(missing)
             keys_and_new = np.concatenate([self.keys, missing])
-            order = np.argsort(keys_and_new, kind="stable")
+            order = np.argsort(keys_and_new)
             values = np.concatenate([self.values, self._measure(new).to_numpy()])
             self.keys, self.values = keys_and_new[order], values[order]
             found, at = self._lookup(keys)

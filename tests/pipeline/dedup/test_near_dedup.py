@@ -271,7 +271,8 @@ def test_pair_similarity_measures_each_pair_once_whatever_its_order(tmp_path, mo
     monkeypatch.setattr(near.PairSimilarity, "_measure", measure)
     similarity = near.PairSimilarity(DEFAULT.minhash, tmp_path)
     candidates = pl.DataFrame({"left": [1, 2], "right": [3, 5]}, schema=near.CANDIDATE_SCHEMA)
-    assert similarity.first(candidates)["similarity"].to_list() == [0.25, 2 / 7]
+    assert similarity(candidates).to_list() == [0.25, 2 / 7]
+    assert measured == [[(1, 3), (2, 5)]]
 
     pairs = pl.DataFrame(
         {"left": [5, 1, 9, 7], "right": [2, 3, 7, 9]}, schema=near.CANDIDATE_SCHEMA
