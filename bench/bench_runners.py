@@ -189,8 +189,9 @@ def run_mapped(plan, input_dir: str, records: int, meter: Meter) -> int:
     with meter:
         offsets = list(range(0, max(records, 1), plan.config.runner.part_rows))
         parts = stage_parts.with_options(task_runner=runner, on_completion=[meter.on_completion])(
-            plan, "govern", input_dir, offsets
-        )
+            plan, "govern", "part", {"part": list(range(len(offsets))), "offset": offsets},
+            {"input_dir": input_dir},
+        )  # fmt: skip
     return len(parts)
 
 

@@ -51,7 +51,7 @@ from pipeline.publish.reader import read_version
 from pipeline.publish.stage import publish
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion
 from pipeline.split.field_leakage import field_lists, single_feature_check
-from pipeline.stage import CURATE_STAGES, STAGES, RunContext
+from pipeline.stage import CURATE_STAGES, STAGES, RunContext, key_partition
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 # host, pid, process start time and Prefect flow run of the process running it, while it runs
@@ -277,21 +277,42 @@ def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
     return result.to_json()
 
 
-@task(**TASK_OPTIONS)
-def part_task(plan: RunPlan, name: str, input_dir: str, part: int, offset: int) -> dict[str, Any]:
-    """Run a per-part stage on records [offset, offset + runner.part_rows) of its input and
-    write that part's records, events and review items; a retry rewrites the same files."""
+def _part(plan: RunPlan, input_dir: str, offset: int) -> pl.LazyFrame:
+    """Records [offset, offset + runner.part_rows) of a stage's input."""
     if not Path(input_dir).is_dir():
         raise ConfigError(
             f"{socket.gethostname()} cannot see the run folder {input_dir}: Dask workers need "
             "the work folder on a shared file system, mounted at the same path"
         )
-    started = time.perf_counter()
-    stage = STAGES[name]
-    frame = pl.scan_parquet(Path(input_dir) / "*.parquet").slice(
+    return pl.scan_parquet(Path(input_dir) / "*.parquet").slice(
         offset, plan.config.runner.part_rows
     )
-    result = stage(frame, plan.config, plan.context(with_parent=False))
+
+
+def _task_facts(started: float) -> dict[str, Any]:
+    return {
+        "seconds": round(time.perf_counter() - started, 3),
+        "peak_rss_mb": peak_rss_mb(),  # of the process that ran it: a Dask worker's, since it started
+    }
+
+
+@task(**TASK_OPTIONS)
+def part_task(
+    plan: RunPlan, name: str, input_dir: str, part: int, offset: int, decisions: str | None = None
+) -> dict[str, Any]:
+    """Run a per-part stage (or a by-key stage's apply step, by the decisions in that file) on
+    one part of its input and write that part's records, events and review items; a retry
+    rewrites the same files."""
+    started = time.perf_counter()
+    stage = STAGES[name]
+    frame = _part(plan, input_dir, offset)
+    ctx = plan.context(with_parent=False)
+    if decisions is None:
+        result = stage(frame, plan.config, ctx)
+    else:
+        result = stage.load().apply(
+            frame, pl.read_parquet(decisions), stage.settings(plan.config), ctx
+        )
     out = plan.stage_dir(name) / f"part-{part:05d}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     result.frame.sink_parquet(out, **INTERMEDIATE_PARQUET)
@@ -305,18 +326,74 @@ def part_task(plan: RunPlan, name: str, input_dir: str, part: int, offset: int) 
         "stats": result.stats,
         "review_items": review and str(review),
         "records_out": pl.scan_parquet(out).select(pl.len()).collect().item(),
-        "seconds": round(time.perf_counter() - started, 3),
-        "peak_rss_mb": peak_rss_mb(),  # of the process that ran it: a Dask worker's, since it started
+        **_task_facts(started),
     }
 
 
+@task(**TASK_OPTIONS)
+def keys_task(
+    plan: RunPlan, name: str, input_dir: str, part: int, offset: int, partitions: int
+) -> dict[str, Any]:
+    """Write a by-key stage's keys of one part, one file per key partition (empty ones too,
+    so that every partition's reduce reads the keys' schema); a retry rewrites them."""
+    started = time.perf_counter()
+    stage = STAGES[name]
+    keys = stage.load().keys(
+        _part(plan, input_dir, offset), stage.settings(plan.config), plan.context(with_parent=False)
+    )
+    by_partition = keys.with_columns(
+        key_partition(pl.col("_key"), partitions).alias("_partition")
+    ).partition_by("_partition", as_dict=True, include_key=False)
+    folder = plan.stage_dir(f"{name}-keys") / f"part-{part:05d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for partition in range(partitions):
+        rows = by_partition.get((partition,), keys.clear())
+        rows.write_parquet(folder / f"partition-{partition:05d}.parquet")
+    return {"keys": keys.height, **_task_facts(started)}
+
+
+@task(**TASK_OPTIONS)
+def reduce_task(plan: RunPlan, name: str, partition: int) -> dict[str, Any]:
+    """Reduce one key partition of a by-key stage over every part's keys, into one file."""
+    started = time.perf_counter()
+    stage = STAGES[name]
+    keys = plan.stage_dir(f"{name}-keys") / "part-*" / f"partition-{partition:05d}.parquet"
+    found = stage.load().reduce(pl.scan_parquet(keys), stage.settings(plan.config))
+    out = plan.stage_dir(f"{name}-found") / f"partition-{partition:05d}.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    found.write_parquet(out)
+    return {"path": str(out), "found": found.height, **_task_facts(started)}
+
+
+STEP_TASKS = {"part": part_task, "keys": keys_task, "reduce": reduce_task}
+
+
 @flow(name="stage-parts")
-def stage_parts(plan: RunPlan, name: str, input_dir: str, offsets: list[int]) -> list[dict]:
-    """Map a per-part stage over parts of `runner.part_rows` records, on the configured runner."""
-    futures = part_task.with_options(name=f"{name}_part").map(
-        plan, unmapped(name), unmapped(input_dir), part=list(range(len(offsets))), offset=offsets
+def stage_parts(
+    plan: RunPlan, name: str, step: str, mapped: dict[str, list], fixed: dict[str, Any]
+) -> list[dict]:
+    """Map one step of a stage over its parts (or key partitions) on the configured runner."""
+    futures = (
+        STEP_TASKS[step]
+        .with_options(name=f"{name}_{step}")
+        .map(
+            plan, unmapped(name), **mapped, **{key: unmapped(value) for key, value in fixed.items()}
+        )
     )
     return futures.result()
+
+
+def _map_step(
+    plan: RunPlan, name: str, step: str, mapped: dict[str, list], fixed: dict[str, Any]
+) -> list[dict]:
+    """`stage_parts` on the run's runner; one item on the local runner runs here, unmapped."""
+    items = len(next(iter(mapped.values())))
+    if items == 1 and plan.config.runner.kind == "local":  # nothing to spread
+        return [STEP_TASKS[step].fn(plan, name, **fixed, **{k: v[0] for k, v in mapped.items()})]
+    with reachable_api(plan.config.runner):
+        return stage_parts.with_options(
+            name=f"{name}-{step}", task_runner=task_runner(plan.config.runner)
+        )(plan, name, step, mapped, fixed)
 
 
 @contextmanager
@@ -349,26 +426,22 @@ def task_runner(runner: RunnerConfig):
     return DaskTaskRunner(cluster_kwargs={"n_workers": runner.workers, "threads_per_worker": 1})
 
 
-@task(**TASK_OPTIONS)
-def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
-    """Run a per-part stage part by part (one part on the local runner needs no map), merge
-    the parts' stats and queue their review items."""
+def _slim(plan: RunPlan) -> RunPlan:
+    """The plan the parts get: only what per-record steps read (no eval sets or test lock)."""
+    return replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
+
+
+def _run_parts(
+    plan: RunPlan, name: str, input_dir: str, decisions: str | None = None
+) -> tuple[list[dict], dict[str, Any]]:
+    """Run a stage (or a by-key stage's apply step) part by part; its parts' results, and how
+    they ran."""
     records = _rows(input_dir)
-    # the parts get only what per-record stages read: no parent version, eval sets or test lock
-    slim = replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
     offsets = list(range(0, max(records, 1), plan.config.runner.part_rows))
-    if len(offsets) == 1 and plan.config.runner.kind == "local":  # nothing to spread
-        parts = [part_task.fn(slim, name, input_dir, part=0, offset=0)]
-    else:
-        with reachable_api(plan.config.runner):
-            parts = stage_parts.with_options(
-                name=f"{name}-parts", task_runner=task_runner(plan.config.runner)
-            )(slim, name, input_dir, offsets)
-    stats = STAGES[name].merge_stats([part["stats"] for part in parts])
-    reviewed = [pl.read_parquet(part["review_items"]) for part in parts if part["review_items"]]
-    if reviewed:
-        stats["queued_new"] = _enqueue_for_review(plan, pl.concat(reviewed))
-    get_run_logger().info("%s: %s", name, json.dumps(stats))
+    fixed = {"input_dir": input_dir} | ({"decisions": decisions} if decisions else {})
+    parts = _map_step(
+        _slim(plan), name, "part", {"part": list(range(len(offsets))), "offset": offsets}, fixed
+    )
     accounting = {
         "parts": len(parts),
         "largest_part_records": max(
@@ -377,7 +450,57 @@ def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
         "slowest_part_seconds": max(part["seconds"] for part in parts),
         "part_peak_rss_mb": max(part["peak_rss_mb"] for part in parts),
     }
+    return parts, accounting
+
+
+def _finish_parts(plan: RunPlan, name: str, parts: list[dict], stats: dict[str, Any]) -> None:
+    reviewed = [pl.read_parquet(part["review_items"]) for part in parts if part["review_items"]]
+    if reviewed:
+        stats["queued_new"] = _enqueue_for_review(plan, pl.concat(reviewed))
+    get_run_logger().info("%s: %s", name, json.dumps(stats))
+
+
+@task(**TASK_OPTIONS)
+def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
+    """Run a per-part stage part by part, merge the parts' stats and queue their review items."""
+    parts, accounting = _run_parts(plan, name, input_dir)
+    stats = STAGES[name].merge_stats([part["stats"] for part in parts])
+    _finish_parts(plan, name, parts, stats)
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
+
+
+@task(**TASK_OPTIONS)
+def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
+    """Run a by-key stage: its keys part by part, written in one key partition per part; each
+    partition reduced; the decisions made here from what the partitions found (ids and
+    hashes, never records); then each part edited by them."""
+    stage = STAGES[name]
+    by_key, settings, slim = stage.load(), stage.settings(plan.config), _slim(plan)
+    offsets = list(range(0, max(_rows(input_dir), 1), plan.config.runner.part_rows))
+    partitions = len(offsets)  # each about one part's keys
+    keyed = _map_step(
+        slim, name, "keys", {"part": list(range(partitions)), "offset": offsets},
+        {"input_dir": input_dir, "partitions": partitions},
+    )  # fmt: skip
+    reduced = _map_step(slim, name, "reduce", {"partition": list(range(partitions))}, {})
+    decisions, decided = by_key.decide(
+        pl.scan_parquet([found["path"] for found in reduced]), settings
+    )
+    decisions_file = plan.stage_dir(f"{name}-decisions") / "decisions.parquet"
+    decisions_file.parent.mkdir(parents=True, exist_ok=True)
+    decisions.write_parquet(decisions_file)
+    parts, accounting = _run_parts(plan, name, input_dir, decisions=str(decisions_file))
+    stats = by_key.merge_stats(decided, [part["stats"] for part in parts])
+    _finish_parts(plan, name, parts, stats)
+    accounting |= {
+        "key_partitions": partitions,
+        "keys": sum(part["keys"] for part in keyed),
+        "keys_peak_rss_mb": max(task["peak_rss_mb"] for task in keyed + reduced),
+    }
+    return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
+
+
+STAGE_TASKS = {"per_part": parts_stage_task, "by_key": keyed_stage_task, "whole": stage_task}
 
 
 def _staging_dir(plan: RunPlan) -> Path:
@@ -619,7 +742,7 @@ def curate(config_path: str) -> dict[str, Any]:
         stages: dict[str, dict] = {}
         path = ingested["path"]
         for name in RECORD_STAGES:
-            run_stage = parts_stage_task if STAGES[name].runs == "per_part" else stage_task
+            run_stage = STAGE_TASKS[STAGES[name].runs]
             with measured() as steps[name]:
                 stages[name] = run_stage.with_options(name=name)(plan, name, path)
             path = stages[name]["path"]

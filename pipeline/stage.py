@@ -10,6 +10,13 @@ Two ends of the registry have another shape, said in their `kind`: ingest is the
 (`ingest(sources, ctx, out_dir)`: it reads the declared files, there is no input frame) and
 publish the *sink* (`publish(frame, cfg, ctx, staging_dir, extra)`: it writes a version).
 
+A stage whose decisions need every record (which segments repeat across documents) but whose
+state is only keys is a `ByKey`: `keys` reads one part and returns its keys, `reduce` reads
+every part's keys of one key partition and finds what it must, `decide` reads every
+partition's findings (small: ids and hashes) and makes the decisions, and `apply` edits one
+part by them. The runner spreads the parts and the partitions over tasks; called as a stage
+function, a ByKey runs the four steps on every record at once, with the same answer.
+
 `CURATE_STAGES` is the one list of the stages in order. flows/curate.py builds its tasks from
 it and `thresher dedup` finds its methods in it; a stage's function is imported the first
 time it runs, so that a caller pays only for the stages it uses.
@@ -74,9 +81,10 @@ class Stage:
     adds: tuple[str, ...] = ()
     kind: Literal["source", "records", "sink"] = "records"
     # per_part: records are decided one by one, so parts run as separate tasks (on threads or
-    # a Dask cluster) and give the answer of one call on every record; whole: the stage reads
-    # every record at once.
-    runs: Literal["per_part", "whole"] = "whole"
+    # a Dask cluster) and give the answer of one call on every record; by_key: its function
+    # is a ByKey, run as tasks per part and per key partition; whole: the stage reads every
+    # record at once.
+    runs: Literal["per_part", "by_key", "whole"] = "whole"
     # per_part: "module:attribute" combining the parts' stats (default: add_counts)
     merge: str | None = None
     # post-conditions the flow checks on the output: "no_leakage" = no group, duplicate
@@ -109,6 +117,38 @@ class Stage:
         return f"{CURATE_STAGES.index(self) + 1:02d}-{self.name}"
 
 
+@dataclass(frozen=True)
+class ByKey:
+    """A stage run as keys per part → reduce per key partition → one decide → apply per part.
+
+    keys(part, cfg, ctx) -> DataFrame with `_key`, a hex digest (its first 15 digits choose the
+    key partition), and what reduce needs; reduce(keys, cfg) -> what one partition found;
+    decide(found, cfg) -> (decisions, stats of the whole); apply(part, decisions, cfg, ctx) ->
+    the part's StageResult, whose stats add up over the parts."""
+
+    keys: Callable[..., pl.DataFrame]
+    reduce: Callable[..., pl.DataFrame]
+    decide: Callable[..., tuple[pl.DataFrame, dict[str, Any]]]
+    apply: Callable[..., StageResult]
+
+    def __call__(self, frame: pl.LazyFrame, cfg: Any, ctx: RunContext) -> StageResult:
+        """The stage on every record at once: one part, one key partition."""
+        found = self.reduce(self.keys(frame, cfg, ctx).lazy(), cfg)
+        decisions, decided = self.decide(found.lazy(), cfg)
+        result = self.apply(frame, decisions, cfg, ctx)
+        result.stats = self.merge_stats(decided, [result.stats])
+        return result
+
+    @staticmethod
+    def merge_stats(decided: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
+        return dict(sorted((add_counts(parts) | decided).items()))
+
+
+def key_partition(key: pl.Expr, partitions: int) -> pl.Expr:
+    """The key partition of a hex-digest key: the same for a key on every part and worker."""
+    return (key.str.slice(0, 15).str.to_integer(base=16) % partitions).cast(pl.UInt32)
+
+
 def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum nested {key: number | {key: number}} dictionaries key by key."""
     total: dict[str, Any] = {}
@@ -134,7 +174,7 @@ CURATE_STAGES: tuple[Stage, ...] = (
     Stage("exact_dedup", "dedup", "pipeline.dedup.exact:exact_dedup", adds=("cluster_id",)),
     Stage("near_dedup", "dedup", "pipeline.dedup.near:near_dedup", adds=("cluster_id",)),
     Stage(
-        "boilerplate", "dedup", "pipeline.dedup.boilerplate:boilerplate",
+        "boilerplate", "dedup", "pipeline.dedup.boilerplate:boilerplate", runs="by_key",
         adds=("text", "content_hash"),
     ),
     Stage(

@@ -14,18 +14,24 @@ mode, blank lines left adjacent become one, and none start or end the text); the
 gets a new `content_hash`, `source_content_hash` stays. An edit's evidence holds
 the count of segments removed, their characters, and up to 10 of their hashes (16 hex digits)
 with the documents holding each, never their text. A text left empty is dropped with reason
-`only_boilerplate`. Work happens once per distinct text, so memory follows the distinct
-(content_hash, text) pairs.
+`only_boilerplate`.
+
+It runs by key (pipeline/stage.py's ByKey): each part lists its distinct (segment key,
+document) pairs, each key partition counts the documents of its keys, the flagged segments
+are gathered (they are few), and each part is edited by them. A task holds one part's texts,
+or one partition's keys: never the whole dataset.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import polars as pl
 
 from pipeline.config import BoilerplateConfig, DedupConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
-from pipeline.stage import RunContext, StageResult
+from pipeline.stage import ByKey, RunContext, StageResult
 
 STAGE = "boilerplate"
 MAX_EVIDENCE_HASHES = 10
@@ -34,27 +40,62 @@ TOP = 5
 _PARAGRAPH = r"[^\n]*\S[^\n]*(?:\n[^\n]*\S[^\n]*)*"
 _BLANK_RUN = r"\n(?:[^\S\n]*\n)+"  # line mode: blank lines between kept lines become one
 _BLANK_ENDS = r"^(?:[^\S\n]*\n)+|(?:\n[^\S\n]*)+$"  # and none start or end the text
+KEY_SCHEMA = {"_key": pl.String, "content_hash": pl.String, "_chars": pl.UInt32}
+FLAGGED_SCHEMA = {"_key": pl.String, "documents": pl.UInt32, "chars": pl.UInt32}
 
 
-def boilerplate(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
-    settings = cfg.boilerplate
-    stats = {"boilerplate_segments": 0, "edited": 0, "dropped": 0, "chars_removed": 0, "top": []}
-    if settings is None:
-        return StageResult(frame=frame, events=ledger.empty(), stats=stats)
+def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
+    """Each distinct (segment key, document) of a part, with the segment's length."""
+    if cfg.boilerplate is None:
+        return pl.DataFrame(schema=KEY_SCHEMA)
     documents = frame.select("content_hash", "text").unique("content_hash").collect()
-    segments = _segments(documents, settings)
-    flagged = (
-        segments.filter(pl.col("_key").is_not_null())
-        .group_by("_key")
+    return (
+        _segments(documents, cfg.boilerplate)
+        .filter(pl.col("_key").is_not_null())
+        .select("_key", "content_hash", "_chars")
+        .unique(["_key", "content_hash"])
+        .cast(KEY_SCHEMA)
+    )
+
+
+def _count(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
+    """The segments of one key partition found in more than max_documents documents."""
+    if cfg.boilerplate is None:
+        return pl.DataFrame(schema=FLAGGED_SCHEMA)
+    return (
+        keys.group_by("_key")
         .agg(
             pl.col("content_hash").n_unique().alias("documents"),
             pl.col("_chars").first().alias("chars"),
         )
-        .filter(pl.col("documents") > settings.max_documents)
+        .filter(pl.col("documents") > cfg.boilerplate.max_documents)
+        .collect()
     )
-    if flagged.is_empty():
+
+
+def _decide(flagged: pl.LazyFrame, cfg: DedupConfig) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Every partition's boilerplate segments, and the stats only the whole can tell."""
+    flagged = flagged.sort("_key").collect()
+    top = flagged.sort(["documents", "chars", "_key"], descending=[True, True, False]).head(TOP)
+    return flagged, {
+        "boilerplate_segments": flagged.height,
+        "top": [
+            {"hash": key[:16], "documents": documents, "chars": chars}
+            for key, documents, chars in top.select("_key", "documents", "chars").iter_rows()
+        ],
+    }
+
+
+def _apply(
+    frame: pl.LazyFrame, flagged: pl.DataFrame, cfg: DedupConfig, ctx: RunContext
+) -> StageResult:
+    """Remove the flagged segments from a part's texts: its records, events and counts."""
+    stats = {"edited": 0, "dropped": 0, "chars_removed": 0}
+    if cfg.boilerplate is None or flagged.is_empty():
         return StageResult(frame=frame, events=ledger.empty(), stats=stats)
-    changed = _changed(segments.join(flagged, on="_key", how="left"), settings)
+    documents = frame.select("content_hash", "text").unique("content_hash").collect()
+    segments = _segments(documents, cfg.boilerplate)
+    changed = _changed(segments.join(flagged, on="_key", how="left"), cfg.boilerplate)
     changed = changed.with_columns(xxh3_128_hex(changed["_text"]).alias("_hash"))
     empty = pl.col("_text").str.strip_chars() == ""
     evidence = pl.struct("segments", "chars_removed", "hashes", "documents")
@@ -88,18 +129,16 @@ def boilerplate(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> Stage
         )
         .drop("_text", "_hash")
     )
-    top = flagged.sort(["documents", "chars", "_key"], descending=[True, True, False]).head(TOP)
     stats.update(
-        boilerplate_segments=flagged.height,
         edited=edited.height,
         dropped=dropped.height,
         chars_removed=int(records["chars_removed"].sum()),
-        top=[
-            {"hash": key[:16], "documents": documents, "chars": chars}
-            for key, documents, chars in top.select("_key", "documents", "chars").iter_rows()
-        ],
     )
     return StageResult(frame=kept, events=events, stats=stats)
+
+
+# keys per part, document counts per key partition, the flagged set, edits per part
+boilerplate = ByKey(keys=_keys, reduce=_count, decide=_decide, apply=_apply)
 
 
 def _segments(documents: pl.DataFrame, settings: BoilerplateConfig) -> pl.DataFrame:

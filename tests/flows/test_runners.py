@@ -20,7 +20,8 @@ from flows.cli import app
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
-PER_PART = ("govern", "quality")
+SIGNATURE = "Sent from my Thresher test phone: please do not reply to this automated message."
+PER_PART = ("govern", "quality", "boilerplate")  # boilerplate: its apply step, by key
 
 
 def with_runner(config: Path, runner: dict, workdir: str) -> Path:
@@ -50,12 +51,20 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     with_key = {**sms_rows(sms_spam, 700, 701)[0], "id": "sms-with-key"}
     with_key["text"] = "the deploy key is AKIA" + "Z7XQ4MBN2VRC6TLE" + " keep it safe"
     write_jsonl(sms_project.parent / "data" / "sms-9.jsonl", [with_key])  # queued for review
+    # one message in 20 signed alike, across every part: the signature is boilerplate
+    signed = sms_rows(sms_spam, 0, 600)
+    for row in signed[::20]:
+        row["text"] += "\n\n" + SIGNATURE
+    write_jsonl(sms_project.parent / "data" / "sms-1.jsonl", signed)
     whole = run_with(sms_project, {"kind": "local"}, "./work-whole")
     parts = run_with(sms_project, {"kind": "local", "part_rows": 97, "workers": 2}, "./work-parts")
     assert parts["dataset_hash"] == whole["dataset_hash"]
     assert parts["reasons"] == whole["reasons"] and parts["changes"] == whole["changes"]
     assert parts["review"] == whole["review"] and whole["review"]["queued_new"] > 0
     assert parts["quality"] == whole["quality"]  # counts, languages and nearest drops merged
+    assert parts["dedup"]["boilerplate"] == whole["dedup"]["boilerplate"]
+    assert whole["dedup"]["boilerplate"]["edited"] >= 25
+    assert whole["dedup"]["boilerplate"]["top"][0]["documents"] >= 25
     assert whole["quality"]["nearest_to_bound"] and whole["quality"]["languages"]["en"] > 0
     for name in PER_PART:
         records = parts["steps"][name]["records_in"]
@@ -104,4 +113,11 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     on_dask = json.loads(run.stdout)
     assert on_dask["dataset_hash"] == whole["dataset_hash"]
     assert on_dask["reasons"] == whole["reasons"] and on_dask["quality"] == whole["quality"]
-    assert ran == {"part_task": sum(parts["steps"][name]["parts"] for name in PER_PART)}
+    assert on_dask["dedup"]["boilerplate"] == whole["dedup"]["boilerplate"]
+    keyed = parts["steps"]["boilerplate"]["key_partitions"]
+    assert keyed == parts["steps"]["boilerplate"]["parts"]
+    assert ran == {
+        "part_task": sum(parts["steps"][name]["parts"] for name in PER_PART),
+        "keys_task": keyed,
+        "reduce_task": keyed,
+    }
