@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from distributed import Client
+import cloudpickle
+from dask.utils import key_split
+from distributed import Client, WorkerPlugin
 from helpers import sms_rows, write_jsonl
 from prefect_services import QUIET_ENV, free_port, survivors
 from typer.testing import CliRunner
@@ -47,6 +49,23 @@ def embedded_default_env(home: Path) -> dict[str, str]:
     return kept | QUIET_ENV | {"PREFECT_HOME": str(home)}
 
 
+class CrashOnFirstTask(WorkerPlugin):
+    """Ends its worker's process, as the kernel's OOM killer would, when the first task of
+    `prefix` starts there (the marker file makes it the first on any worker, once)."""
+
+    def __init__(self, prefix: str, marker: str):
+        self.prefix, self.marker = prefix, marker
+
+    def setup(self, worker):
+        self.address = worker.address
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish == "executing" and key_split(key) == self.prefix:
+            if not os.path.exists(self.marker):
+                Path(self.marker).write_text(self.address)
+                os._exit(137)
+
+
 def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_spam, tmp_path):
     with_key = {**sms_rows(sms_spam, 700, 701)[0], "id": "sms-with-key"}
     with_key["text"] = "the deploy key is AKIA" + "Z7XQ4MBN2VRC6TLE" + " keep it safe"
@@ -74,7 +93,10 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         assert parts["steps"][name]["part_peak_rss_mb"] > 50
 
     # an existing cluster whose workers have no Prefect API of their own: their tasks report
-    # to the run's temporary server, and none of them starts another
+    # to the run's temporary server, and none of them starts another; one worker dies at the
+    # start of the keyed stage's reduce, its nanny starts it again, and the task runs elsewhere
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import it
+    killed = tmp_path / "killed-worker"
     home = tmp_path / "prefect-home"
     env = embedded_default_env(home)
     port = free_port()
@@ -90,6 +112,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     try:
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=60)
+            client.register_plugin(CrashOnFirstTask("reduce_task", str(killed)))
             variant = with_runner(
                 sms_project, {"kind": "dask", "address": address, "part_rows": 97}, "./work-dask"
             )
@@ -116,6 +139,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     assert on_dask["dedup"]["boilerplate"] == whole["dedup"]["boilerplate"]
     keyed = parts["steps"]["boilerplate"]["key_partitions"]
     assert keyed == parts["steps"]["boilerplate"]["parts"]
+    assert killed.exists(), "no worker was killed"
     assert ran == {
         "part_task": sum(parts["steps"][name]["parts"] for name in PER_PART),
         "keys_task": keyed,
