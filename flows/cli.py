@@ -73,6 +73,14 @@ def main() -> None:
 def run(
     config: Annotated[Path, typer.Option("--config", "-c", help="Run config (YAML).")],
     as_json: JsonOption = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Require reusing the finished steps of the last failed or killed run of the "
+            "same inputs and config (a run reuses them anyway when it can; this fails if not).",
+        ),
+    ] = False,
 ) -> None:
     """Run the curate flow: ingest, govern, dedup, split, publish, commit."""
     from pipeline.config import load_run_config
@@ -81,7 +89,7 @@ def run(
         load_run_config(config)  # a bad config fails here, before Prefect starts
         from flows.curate import curate
 
-        summary = curate(str(config))
+        summary = curate(str(config), resume=resume)
     except ThresherError as error:
         fail(str(error))
     if as_json:
@@ -160,6 +168,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
     if summary.get("steps"):
         _print_steps(summary["steps"])
+    if summary.get("resumed_from"):
+        reused = [name for name, step in summary["steps"].items() if "resumed_from" in step]
+        stderr.print(f"resumed run {summary['resumed_from']}: reused {', '.join(reused)}")
     for label, path in summary["paths"].items():
         if path:
             stderr.print(f"  {label:<9} {path}")

@@ -6,8 +6,9 @@ published splits; a failed gate stops the run before the commit.
 
 Tasks pass paths and small summaries, never frames: each stage reads the previous stage's
 Parquet output under the run folder and writes its own. The run folder keeps the ledger,
-the resolved config and a summary; intermediate record files are removed when the run ends,
-whether it succeeded or not.
+the resolved config and a summary; intermediate record files are removed when the run
+publishes, and kept (but the unscreened ingested records) for the next run to resume from
+when it does not (flows/resume.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import secrets
 import shutil
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog, now
 from expectations.checks import approved_records, check_governed, check_ingested, check_published
 from expectations.gates import GateFailed, GateProject, GateResult
+from flows import resume as resume_steps
 from flows.alerts import on_failure, report_interrupted
 from flows.report import GATES_FILE, write_failed_run_report, write_version_report
 from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
@@ -110,8 +112,8 @@ class RunPlan:
 
 def sweep_interrupted_runs(cfg: RunConfig, catalog: Catalog) -> None:
     """A run killed before its clean-up (SIGKILL, power loss) leaves files holding record
-    text: delete them, mark the run failed once its process is gone, and alert: no state
-    hook ran for it."""
+    text: delete the unscreened ones (the rest wait for resume), mark the run failed once its
+    process is gone, and alert: no state hook ran for it."""
     workdir = Path(cfg.workdir)
     running = {run["run_id"] for run in catalog.runs() if run["status"] == "running"}
     for run_dir in sorted((workdir / "runs").glob("*")):
@@ -121,7 +123,7 @@ def sweep_interrupted_runs(cfg: RunConfig, catalog: Catalog) -> None:
         owner = json.loads(owner_file.read_text())
         if _alive(owner):
             continue
-        shutil.rmtree(run_dir / "stages", ignore_errors=True)
+        resume_steps.keep_for_resume(run_dir)
         for staging in (workdir / "datasets").glob(f"*/.staging-{run_dir.name}"):
             _remove_partial_copy(staging, cfg, catalog)
             shutil.rmtree(staging, ignore_errors=True)
@@ -214,7 +216,7 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
         result.stats["records_in"],
         result.stats["bad_rows"],
     )
-    return {"path": str(out), "stats": result.stats}
+    return {"path": str(out), "stats": result.stats, "records_out": _rows(str(out))}
 
 
 @task(**TASK_OPTIONS)
@@ -597,7 +599,8 @@ def _field_facts(plan: RunPlan, input_dir: Path) -> dict[str, Any]:
 @task(name="commit", **TASK_OPTIONS)
 def commit_task(plan: RunPlan, staging_dir: str, records_in: int, generated: int) -> dict[str, Any]:
     """Check the accounting, keep the ledger, then write the catalog row last."""
-    ledger_path = ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet")
+    # the parts stay until the version is in: a run killed here is resumed from them
+    ledger_path = ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet", True)
     counts = ledger.check_accounting(pl.scan_parquet(ledger_path), records_in, generated)
     staging = Path(staging_dir)
     if plan.locked_test is not None:
@@ -724,8 +727,10 @@ RECORD_STAGES = tuple(s.name for s in CURATE_STAGES if s.kind == "records")
 
 
 @flow(name="curate", log_prints=True, on_failure=[on_failure], on_crashed=[on_failure])
-def curate(config_path: str) -> dict[str, Any]:
-    """Curate the sources of a run config into a new published, cataloged dataset version."""
+def curate(config_path: str, resume: bool = False) -> dict[str, Any]:
+    """Curate the sources of a run config into a new published, cataloged dataset version.
+    The steps an earlier failed run of the same inputs finished are reused (flows/resume.py);
+    with `resume`, finding none is an error."""
     cfg = load_run_config(config_path)
     catalog = Catalog.open(cfg.workdir)
     started = now()  # before plan_run reads the review decisions this run will apply
@@ -734,21 +739,31 @@ def curate(config_path: str) -> dict[str, Any]:
     records_in, committed = None, None
     steps: dict[str, dict] = {}  # seconds, peak RSS and records of every step, in run order
     try:
-        with measured() as steps["ingest"]:
-            ingested = ingest_task(plan)
+        resumed_from, reusable = _resume(plan, resume)
+
+        def step(name: str, run: Callable[[], dict]) -> dict:
+            """Reuse the step if the run resumed and every step before it was reused."""
+            if name in reusable:
+                steps[name] = {"seconds": 0.0, "peak_rss_mb": 0.0, "resumed_from": resumed_from}
+                return reusable[name]
+            reusable.clear()
+            with measured() as steps[name]:
+                result = run()
+            resume_steps.save(plan, name, result)
+            return result
+
+        ingested = step("ingest", lambda: ingest_task(plan))
         records_in = ingested["stats"]["records_in"]
-        with measured() as steps["ingested gate"]:
-            gates = [gate_task(plan, "ingested", ingested["path"])]
+        gates = [step("ingested gate", lambda: gate_task(plan, "ingested", ingested["path"]))]
         stages: dict[str, dict] = {}
         path = ingested["path"]
         for name in RECORD_STAGES:
-            run_stage = STAGE_TASKS[STAGES[name].runs]
-            with measured() as steps[name]:
-                stages[name] = run_stage.with_options(name=name)(plan, name, path)
+            run_stage = STAGE_TASKS[STAGES[name].runs].with_options(name=name)
+            stages[name] = step(name, lambda: run_stage(plan, name, path))  # noqa: B023
             path = stages[name]["path"]
             if name == "govern":
-                with measured() as steps["governed gate"]:
-                    gates.append(gate_task(plan, "governed", path))
+                gates.append(step("governed gate", lambda: gate_task(plan, "governed", path)))  # noqa: B023
+        reusable.clear()
         stats = {name: stage["stats"] for name, stage in stages.items()}
         with measured() as steps["publish"]:
             staged = publish_task(plan, path, stats)
@@ -759,11 +774,12 @@ def curate(config_path: str) -> dict[str, Any]:
             committed = commit_task(plan, staged["path"], records_in, generated)
         summary = summarize(plan, records_in, committed, stats, staged)
         summary["steps"] = _with_records(steps, records_in, ingested, stages, staged)
+        summary["resumed_from"] = resumed_from
     except BaseException as error:
         try:
             catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
         finally:
-            _cleanup(plan)
+            _cleanup(plan, failed=committed is None)
             if committed is None:
                 _report_failure(plan, error, records_in)
             else:  # the version is in the catalog: its report, not a failed run's
@@ -801,7 +817,7 @@ def _with_records(
     """`steps` with the records each stage read and wrote (its output's Parquet metadata),
     and how the per-part stages ran: parts, the largest, the slowest and the peak RSS of the
     processes that ran them."""
-    written = {"ingest": _rows(ingested["path"])}
+    written = {"ingest": ingested["records_out"]}  # its records are gone once governed
     written |= {name: _rows(stage["path"]) for name, stage in stages.items()}
     written["publish"] = sum(staged["split_counts"].values())
     read = records_in
@@ -818,12 +834,47 @@ def _rows(folder: str) -> int:
     return pl.scan_parquet(Path(folder) / "*.parquet").select(pl.len()).collect().item()
 
 
-def _cleanup(plan: RunPlan) -> None:
-    shutil.rmtree(plan.run_dir / "stages", ignore_errors=True)
+def _cleanup(plan: RunPlan, failed: bool = False) -> None:
+    """Remove the run's intermediate files; a run that ends without a version keeps what the
+    next run may resume from (flows/resume.py), and the events it got to, for diagnosis."""
     shutil.rmtree(_staging_dir(plan), ignore_errors=True)
-    if plan.ledger_dir.exists():  # a failed run keeps the events it got to, for diagnosis
-        ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet")
+    if failed:
+        if plan.ledger_dir.exists():
+            ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet", keep_parts=True)
+        resume_steps.keep_for_resume(plan.run_dir)
+    else:
+        resume_steps.discard(plan.run_dir)
     (plan.run_dir / OWNER_FILE).unlink(missing_ok=True)
+
+
+def _step_order() -> list[tuple[str, str | None]]:
+    """The steps a run may resume from, in run order, with their ledger parts."""
+    order: list[tuple[str, str | None]] = []
+    for name in ("ingest", *RECORD_STAGES):
+        order.append((name, STAGES[name].ledger_part))
+        if name in ("ingest", "govern"):
+            order.append((f"{'ingested' if name == 'ingest' else 'governed'} gate", None))
+    return order
+
+
+def _resume(plan: RunPlan, required: bool) -> tuple[str | None, dict[str, dict]]:
+    resume_steps.start(plan)
+    resumed_from, reusable = resume_steps.adopt(plan, _step_order())
+    if resumed_from is None and required:
+        raise ConfigError(
+            f"nothing to resume for {plan.config.name!r}: no earlier run of it that ended "
+            "without a version kept its files with the same inputs, config, code and catalog "
+            "state (a changed file, config, deletion request or review decision starts "
+            "afresh); run without --resume"
+        )
+    if resumed_from is not None:
+        order = ["ingest", "ingested gate", "govern", "governed gate", *RECORD_STAGES[1:]]
+        get_run_logger().info(
+            "resuming run %s: reusing %s",
+            resumed_from,
+            ", ".join(sorted(reusable, key=order.index)),
+        )
+    return resumed_from, reusable
 
 
 @task(name="report", **TASK_OPTIONS)

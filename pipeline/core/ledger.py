@@ -7,6 +7,7 @@ event (published, dropped or quarantined), which `check_accounting` enforces.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -63,14 +64,14 @@ def write_part(events_frame: pl.DataFrame, ledger_dir: Path, part: str) -> Path:
     return path
 
 
-def consolidate(ledger_dir: Path, target: Path) -> Path:
-    """Join the parts of a run into one ledger file, in stage order, and remove the parts."""
+def consolidate(ledger_dir: Path, target: Path, keep_parts: bool = False) -> Path:
+    """Join the parts of a run into one ledger file, in stage order, and remove the parts
+    (unless kept for a run that resumes this one)."""
     parts = sorted(ledger_dir.glob("*.parquet"))
     frame = pl.concat([pl.scan_parquet(part) for part in parts]) if parts else empty().lazy()
     frame.sink_parquet(target, compression="zstd")
-    for part in parts:
-        part.unlink()
-    ledger_dir.rmdir()
+    if not keep_parts:
+        shutil.rmtree(ledger_dir)
     return target
 
 

@@ -292,7 +292,10 @@ def test_forget_rerun_affected_withdraw_and_purge(tmp_path, sms_spam):
     assert Catalog.open(workdir).latest("test-set").dataset_hash == third["dataset_hash"]
 
 
-def test_a_run_that_fails_midway_removes_its_record_files(tmp_path, sms_spam, monkeypatch):
+def test_a_run_that_fails_midway_keeps_no_unscreened_records(tmp_path, sms_spam, monkeypatch):
+    """It keeps the governed stages' outputs for the next run to resume from
+    (tests/flows/test_resume.py), never the ingested records, which may hold secrets."""
+
     def broken_split(*_args):
         raise RuntimeError("split broke")
 
@@ -304,7 +307,8 @@ def test_a_run_that_fails_midway_removes_its_record_files(tmp_path, sms_spam, mo
         thresher("run", "--config", config)
     (run_dir,) = (tmp_path / "work" / "runs").iterdir()
     assert (run_dir / "ledger.parquet").exists()  # kept for diagnosis: ids and reasons only
-    assert not (run_dir / "stages").exists()
+    assert not (run_dir / "stages" / "ingest").exists()
+    assert (run_dir / "stages" / "govern").is_dir()
 
 
 def test_a_withdrawn_version_is_not_published_again(tmp_path, sms_spam):

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cloudpickle
 import pytest
 import yaml
-import cloudpickle
 from dask.utils import key_split
 from distributed import Client, WorkerPlugin
 from helpers import sms_rows, write_jsonl
@@ -60,10 +60,10 @@ class CrashOnFirstTask(WorkerPlugin):
         self.address = worker.address
 
     def transition(self, key, start, finish, **kwargs):
-        if finish == "executing" and key_split(key) == self.prefix:
-            if not os.path.exists(self.marker):
-                Path(self.marker).write_text(self.address)
-                os._exit(137)
+        first = not os.path.exists(self.marker)
+        if finish == "executing" and key_split(key) == self.prefix and first:
+            Path(self.marker).write_text(self.address)
+            os._exit(137)
 
 
 def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_spam, tmp_path):

@@ -1,0 +1,164 @@
+"""Resuming a run that failed or was killed: the next run of the same inputs, config, code
+and catalog state reuses the steps that finished, with their records, events and stats.
+
+Each step that finishes (ingest, a stage, a gate) writes `steps/<step>.json` in its run
+folder: its result (paths inside the run folder, stats, how its parts ran). A run that ends
+without a version keeps its stage outputs and ledger parts beside those markers, except
+ingest's records (unscreened text: they may hold secrets), so that ingest is redone unless
+governance finished. The next run of the same dataset name takes them over when its
+`resume.json` key is equal (the config hash, the code version, every source file's size and
+modification time, the parent version, the deletion requests, the review decisions, the test
+lock, the frozen cutoffs and the protected evaluation sets); the kept files of any other
+earlier run of that name are deleted then. Every decision depends only on those, so a
+resumed run publishes the dataset a fresh run would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.core.code_version import code_version
+from pipeline.core.storage import is_local
+from pipeline.ingest.source_files import source_files
+
+if TYPE_CHECKING:
+    from flows.curate import RunPlan
+
+KEY_FILE = "resume.json"
+STEPS = "steps"
+KEPT = ("stages", "ledger-parts", STEPS)  # what a run without a version keeps for the next
+
+
+def resume_key(plan: RunPlan) -> str:
+    """The digest of everything a run's decisions depend on."""
+    files = []
+    for source in plan.config.source_list:
+        for path, name in source_files(source):
+            stat = path.stat()
+            changed = stat.st_mtime_ns if is_local(path) else getattr(stat, "st_mtime", None)
+            files.append([source.name, name, stat.st_size, changed])
+    facts = {
+        "config_hash": plan.config_hash,
+        "code_version": code_version(),
+        "files": files,
+        "parent_version": plan.parent_version,
+        "deletions": plan.deletions.write_csv(),
+        "review_decisions": plan.review_decisions.write_csv(),
+        "test_lock": plan.test_lock,
+        "frozen_cutoffs": plan.frozen_cutoffs,
+        "eval_sets": [[s.name, str(s.folder), s.items.write_csv()] for s in plan.eval_sets],
+    }
+    return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
+
+
+def start(plan: RunPlan) -> None:
+    (plan.run_dir / KEY_FILE).write_text(
+        json.dumps({"name": plan.config.name, "key": resume_key(plan)}) + "\n"
+    )
+
+
+def save(plan: RunPlan, step: str, result: dict[str, Any]) -> None:
+    """Mark a step finished, with its result; written last, so a marker means done."""
+    folder = plan.run_dir / STEPS
+    folder.mkdir(exist_ok=True)
+    target = folder / _file(step)
+    partial = target.with_suffix(".partial")
+    partial.write_text(json.dumps(_relative(result, plan.run_dir), default=str))
+    partial.replace(target)
+
+
+def finished(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The finished steps of a run folder, by step name, with paths made absolute again."""
+    found = {}
+    for marker in sorted((run_dir / STEPS).glob("*.json")):
+        found[marker.stem.replace("-", " ")] = _absolute(json.loads(marker.read_text()), run_dir)
+    return found
+
+
+def keep_for_resume(run_dir: Path) -> None:
+    """A run ended without a version: keep what the next run may reuse; never the ingested
+    records (unscreened text), nor a run folder with no finished step."""
+    steps = finished(run_dir)
+    if not steps or not (run_dir / KEY_FILE).exists():
+        discard(run_dir)
+        return
+    shutil.rmtree(run_dir / "stages" / "ingest", ignore_errors=True)
+    if "govern" not in steps:  # governance must read the ingested records again
+        (run_dir / STEPS / "ingest.json").unlink(missing_ok=True)
+
+
+def discard(run_dir: Path) -> None:
+    for name in KEPT:
+        shutil.rmtree(run_dir / name, ignore_errors=True)
+
+
+def adopt(plan: RunPlan, order: list[tuple[str, str | None]]) -> tuple[str | None, dict]:
+    """Take over the finished steps of the newest earlier run of this dataset with the same
+    resume key (its records, ledger parts and markers move into this run's folder), and
+    delete the kept files of every other. `order` lists the steps in run order, each with the
+    name of its ledger part (None for a gate). Returns that run's id (None when there is
+    none) and the steps taken over: the finished ones up to the first that is not."""
+    key = json.loads((plan.run_dir / KEY_FILE).read_text())["key"]
+    adopted, steps = None, {}
+    for run_dir in sorted((plan.run_dir.parent).iterdir(), reverse=True):
+        if run_dir == plan.run_dir or not (run_dir / STEPS).is_dir():
+            continue
+        if (run_dir / "owner.json").exists():  # still running (the sweep removed dead owners)
+            continue
+        kept = json.loads((run_dir / KEY_FILE).read_text()) if (run_dir / KEY_FILE).exists() else {}
+        if kept.get("name") != plan.config.name:
+            continue
+        if adopted is None and kept.get("key") == key:
+            steps = _move(run_dir, plan.run_dir, order)
+            adopted = run_dir.name if steps else None
+        discard(run_dir)
+    return adopted, steps
+
+
+def _move(old: Path, new: Path, order: list[tuple[str, str | None]]) -> dict[str, dict]:
+    """Move a run's finished steps (marker, records, events, saved gate) into another, in run
+    order, up to the first step not finished or whose events are not all there."""
+    done = finished(old)
+    for folder in (STEPS, "stages", "ledger-parts", "gates"):
+        (new / folder).mkdir(exist_ok=True)
+    for step, part in order:
+        if step not in done:
+            break
+        moved = [old / STEPS / _file(step)]
+        if step.endswith(" gate"):
+            moved += (old / "gates").glob(f"*-{step.removesuffix(' gate')}.json")
+        else:
+            events = [p for p in (old / "ledger-parts").glob(f"{part}*.parquet")
+                      if p.stem == part or p.stem.startswith(f"{part}-")]  # fmt: skip
+            if len(events) != done[step].get("parts", {}).get("parts", 1):
+                break  # killed while its events were consolidated or written
+            moved += [*events, old / "stages" / step]
+        for path in moved:
+            if path.exists():
+                path.rename(new / path.parent.name / path.name)
+    taken = finished(new)
+    return {step: taken[step] for step, _ in order if step in taken}
+
+
+def _file(step: str) -> str:
+    return f"{step.replace(' ', '-')}.json"  # stage names hold underscores, never dashes
+
+
+def _relative(value: Any, root: Path) -> Any:
+    if isinstance(value, dict):
+        return {key: _relative(item, root) for key, item in value.items()}
+    if isinstance(value, str) and value.startswith(f"{root}/"):
+        return {"$run": value.removeprefix(f"{root}/")}
+    return value
+
+
+def _absolute(value: Any, root: Path) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$run"}:
+            return str(root / value["$run"])
+        return {key: _absolute(item, root) for key, item in value.items()}
+    return value
