@@ -20,7 +20,7 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +40,12 @@ from expectations.checks import approved_records, check_governed, check_ingested
 from expectations.gates import GateFailed, GateProject, GateResult
 from flows import resume as resume_steps
 from flows.alerts import on_failure, report_interrupted
-from flows.report import GATES_FILE, write_failed_run_report, write_version_report
+from flows.report import (
+    GATES_FILE,
+    RUN_STEPS,
+    write_failed_run_report,
+    write_version_report,
+)
 from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
 from pipeline.core import ledger, storage
 from pipeline.core.code_version import code_version
@@ -418,6 +423,24 @@ def reachable_api(runner: RunnerConfig) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def run_cluster(plan: RunPlan) -> Iterator[RunPlan]:
+    """`runner: {kind: dask}` without an address: one temporary cluster on this machine for
+    the whole run, shared by every mapped step (a cluster per step would start its workers
+    again each time), stopped when the run ends. Yields the plan its tasks run with."""
+    runner = plan.config.runner
+    if runner.kind != "dask" or runner.address:
+        yield plan
+        return
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=runner.workers, threads_per_worker=1, dashboard_address=None
+    ) as cluster:
+        on_cluster = runner.model_copy(update={"address": cluster.scheduler_address})
+        yield replace(plan, config=plan.config.model_copy(update={"runner": on_cluster}))
+
+
 def task_runner(runner: RunnerConfig):
     if runner.kind == "local":
         return ThreadPoolTaskRunner(max_workers=runner.workers)
@@ -738,7 +761,9 @@ def curate(config_path: str, resume: bool = False) -> dict[str, Any]:
     catalog.start_run(plan.run_id, cfg.name, plan.config_hash, started_at=started)
     records_in, committed = None, None
     steps: dict[str, dict] = {}  # seconds, peak RSS and records of every step, in run order
+    cluster = ExitStack()
     try:
+        on_workers = cluster.enter_context(run_cluster(plan))  # the plan the stages run with
         resumed_from, reusable = _resume(plan, resume)
 
         def step(name: str, run: Callable[[], dict]) -> dict:
@@ -759,7 +784,7 @@ def curate(config_path: str, resume: bool = False) -> dict[str, Any]:
         path = ingested["path"]
         for name in RECORD_STAGES:
             run_stage = STAGE_TASKS[STAGES[name].runs].with_options(name=name)
-            stages[name] = step(name, lambda: run_stage(plan, name, path))  # noqa: B023
+            stages[name] = step(name, lambda: run_stage(on_workers, name, path))  # noqa: B023
             path = stages[name]["path"]
             if name == "govern":
                 gates.append(step("governed gate", lambda: gate_task(plan, "governed", path)))  # noqa: B023
@@ -775,7 +800,10 @@ def curate(config_path: str, resume: bool = False) -> dict[str, Any]:
         summary = summarize(plan, records_in, committed, stats, staged)
         summary["steps"] = _with_records(steps, records_in, ingested, stages, staged)
         summary["resumed_from"] = resumed_from
+        (plan.run_dir / RUN_STEPS).write_text(json.dumps(summary["steps"], indent=2) + "\n")
+        cluster.close()
     except BaseException as error:
+        cluster.close()
         try:
             catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
         finally:

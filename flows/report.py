@@ -36,6 +36,9 @@ def report_folder(workdir: Path, name: str, dataset_hash: str) -> Path:
     return Path(workdir) / "reports" / name / dataset_hash
 
 
+RUN_STEPS = "run-steps.json"  # in the run folder: the summary's steps, before the report
+
+
 def write_version_report(catalog: Catalog, version: VersionRecord) -> Path:
     """Write (or rewrite) a version's report, Data Docs and cards; return the folder."""
     folder = report_folder(catalog.workdir, version.name, version.dataset_hash)
@@ -96,6 +99,7 @@ def version_report(
             },
         },
         "gates": _gates(published.path / GATES_FILE),
+        "run_steps": _run_steps(catalog.workdir / "runs" / version.run_id / RUN_STEPS),
         "lineage": {
             "dataset_hash": version.dataset_hash,
             "parent_version": version.parent_hash,
@@ -241,6 +245,22 @@ def _copy_data_docs(run_dir: Path, folder: Path) -> Path | None:
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(site, target)
     return target
+
+
+def _run_steps(path: Path) -> list[dict[str, Any]]:
+    """The steps of the run that made the version (flows/curate.py writes them), one row each,
+    with the peak of its largest task; none when the run folder is gone."""
+    if not path.exists():
+        return []
+    rows = []
+    for name, step in json.loads(path.read_text()).items():
+        tasks = [step.get(key) for key in ("part_peak_rss_mb", "keys_peak_rss_mb")]
+        shown = ("resumed_from", "parts", "key_partitions", "records_in", "records_out")
+        rows.append(
+            {"step": name, **dict.fromkeys(shown), **step}
+            | {"largest_task_mb": max(filter(None, tasks), default=None)}
+        )
+    return rows
 
 
 def _write(folder: Path, report: dict[str, Any]) -> None:

@@ -111,7 +111,10 @@ class GramTable:
     @classmethod
     def of(cls, grams: pl.DataFrame, n: int, n_items: int, minimum: float) -> GramTable:
         grams = grams.sort("hash", "item")
-        hashes, first = np.unique(grams["hash"].to_numpy(), return_index=True)
+        ordered = grams["hash"].to_numpy()  # sorted: each hash's first row is where it changes
+        first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+        first = first[: len(ordered)]  # none for no grams
+        hashes = ordered[first]
         items = grams["item"].to_numpy().astype(np.int64)
         starts = np.append(first, len(items)).astype(np.int64)
         sizes = np.bincount(items, minlength=n_items).astype(np.int64)

@@ -58,12 +58,21 @@ def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(cura
     assert report["diff"] == {"parent": None}
     exact = summary["dedup"]["exact"]["dropped"]
     assert report["dedup"]["dropped_by_method"]["exact"] == exact
+    # how the run went, step by step, as its summary says
+    steps = {row["step"]: row for row in report["run_steps"]}
+    assert list(steps) == list(summary["steps"])[: len(steps)] and "commit" in steps
+    for name in ("govern", "quality", "boilerplate"):
+        assert steps[name]["parts"] == summary["steps"][name]["parts"] >= 1
+        assert steps[name]["largest_task_mb"] > 50
+    assert steps["boilerplate"]["key_partitions"] == steps["boilerplate"]["parts"]
+    assert steps["publish"]["records_out"] == counts["published"]
 
     html = html_path.read_text()
     assert "<script" not in html and "<link" not in html
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # nothing to fetch
     assert html.count('src="data:image/png;base64,') >= 3
     assert f"{counts['published']:,}" in html
+    assert "<h2>How the run went</h2>" in html and "key partitions" in html
     assert (folder / "data_docs" / "index.html").exists()
     assert (folder / "croissant.json").exists() and (folder / "datasheet.md").exists()
     assert (
