@@ -18,6 +18,7 @@ import os
 import secrets
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -50,7 +51,7 @@ from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_r
 from pipeline.core import ledger, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError
-from pipeline.core.resources import measured, peak_rss_mb
+from pipeline.core.resources import measured, peak_rss_mb, reset_peak_rss
 from pipeline.core.schema import EvalSet
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, ingest
 from pipeline.leakage import check_disjoint, leakage_columns
@@ -296,10 +297,23 @@ def _part(plan: RunPlan, input_dir: str, offset: int) -> pl.LazyFrame:
     )
 
 
+def _task_start() -> float:
+    """On a Dask worker (one task at a time: one thread each), the task's peak RSS window
+    starts here; the workers of a run's cluster serve every step. On the local runner the
+    tasks share the run's process, whose steps keep their own windows."""
+    dask = sys.modules.get("distributed")  # imported in every worker; never import it here
+    try:
+        if dask is not None and dask.get_worker():
+            reset_peak_rss()
+    except ValueError:  # not a worker's thread
+        pass
+    return time.perf_counter()
+
+
 def _task_facts(started: float) -> dict[str, Any]:
     return {
         "seconds": round(time.perf_counter() - started, 3),
-        "peak_rss_mb": peak_rss_mb(),  # of the process that ran it: a Dask worker's, since it started
+        "peak_rss_mb": peak_rss_mb(),  # of the process that ran it: a Dask worker's, this task's
     }
 
 
@@ -310,7 +324,7 @@ def part_task(
     """Run a per-part stage (or a by-key stage's apply step, by the decisions in that file) on
     one part of its input and write that part's records, events and review items; a retry
     rewrites the same files."""
-    started = time.perf_counter()
+    started = _task_start()
     stage = STAGES[name]
     frame = _part(plan, input_dir, offset)
     ctx = plan.context(with_parent=False)
@@ -343,7 +357,7 @@ def keys_task(
 ) -> dict[str, Any]:
     """Write a by-key stage's keys of one part, one file per key partition (empty ones too,
     so that every partition's reduce reads the keys' schema); a retry rewrites them."""
-    started = time.perf_counter()
+    started = _task_start()
     stage = STAGES[name]
     keys = stage.load().keys(
         _part(plan, input_dir, offset), stage.settings(plan.config), plan.context(with_parent=False)
@@ -362,7 +376,7 @@ def keys_task(
 @task(**TASK_OPTIONS)
 def reduce_task(plan: RunPlan, name: str, partition: int) -> dict[str, Any]:
     """Reduce one key partition of a by-key stage over every part's keys, into one file."""
-    started = time.perf_counter()
+    started = _task_start()
     stage = STAGES[name]
     keys = plan.stage_dir(f"{name}-keys") / "part-*" / f"partition-{partition:05d}.parquet"
     found = stage.load().reduce(pl.scan_parquet(keys), stage.settings(plan.config))
