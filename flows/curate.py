@@ -470,13 +470,17 @@ def _slim(plan: RunPlan) -> RunPlan:
     return replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
 
 
+def _offsets(plan: RunPlan, records: int) -> list[int]:
+    """Where each part of `runner.part_rows` records starts (one part when there are none)."""
+    return list(range(0, max(records, 1), plan.config.runner.part_rows))
+
+
 def _run_parts(
-    plan: RunPlan, name: str, input_dir: str, decisions: str | None = None
+    plan: RunPlan, name: str, input_dir: str, records: int, decisions: str | None = None
 ) -> tuple[list[dict], dict[str, Any]]:
-    """Run a stage (or a by-key stage's apply step) part by part; its parts' results, and how
-    they ran."""
-    records = _rows(input_dir)
-    offsets = list(range(0, max(records, 1), plan.config.runner.part_rows))
+    """Run a stage (or a by-key stage's apply step) part by part on its `records` input
+    records; its parts' results, and how they ran."""
+    offsets = _offsets(plan, records)
     fixed = {"input_dir": input_dir} | ({"decisions": decisions} if decisions else {})
     parts = _map_step(
         _slim(plan), name, "part", {"part": list(range(len(offsets))), "offset": offsets}, fixed
@@ -502,7 +506,7 @@ def _finish_parts(plan: RunPlan, name: str, parts: list[dict], stats: dict[str, 
 @task(**TASK_OPTIONS)
 def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
     """Run a per-part stage part by part, merge the parts' stats and queue their review items."""
-    parts, accounting = _run_parts(plan, name, input_dir)
+    parts, accounting = _run_parts(plan, name, input_dir, _rows(input_dir))
     stats = STAGES[name].merge_stats([part["stats"] for part in parts])
     _finish_parts(plan, name, parts, stats)
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
@@ -515,7 +519,8 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     hashes, never records); then each part edited by them."""
     stage = STAGES[name]
     by_key, settings, slim = stage.load(), stage.settings(plan.config), _slim(plan)
-    offsets = list(range(0, max(_rows(input_dir), 1), plan.config.runner.part_rows))
+    records = _rows(input_dir)
+    offsets = _offsets(plan, records)
     partitions = len(offsets)  # each about one part's keys
     keyed = _map_step(
         slim, name, "keys", {"part": list(range(partitions)), "offset": offsets},
@@ -528,7 +533,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     decisions_file = plan.stage_dir(f"{name}-decisions") / "decisions.parquet"
     decisions_file.parent.mkdir(parents=True, exist_ok=True)
     decisions.write_parquet(decisions_file)
-    parts, accounting = _run_parts(plan, name, input_dir, decisions=str(decisions_file))
+    parts, accounting = _run_parts(plan, name, input_dir, records, str(decisions_file))
     stats = by_key.merge_stats(decided, [part["stats"] for part in parts])
     _finish_parts(plan, name, parts, stats)
     accounting |= {
