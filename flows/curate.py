@@ -496,8 +496,17 @@ def _run_parts(
     return parts, accounting
 
 
-def _finish_parts(plan: RunPlan, name: str, parts: list[dict], stats: dict[str, Any]) -> None:
+def _finish_parts(
+    plan: RunPlan,
+    name: str,
+    parts: list[dict],
+    stats: dict[str, Any],
+    decided_items: pl.DataFrame | None = None,
+) -> None:
+    """Queue the review items of the parts (and of a by-key stage's decide step), and log."""
     reviewed = [pl.read_parquet(part["review_items"]) for part in parts if part["review_items"]]
+    if decided_items is not None and decided_items.height:
+        reviewed.insert(0, decided_items)
     if reviewed:
         stats["queued_new"] = _enqueue_for_review(plan, pl.concat(reviewed))
     get_run_logger().info("%s: %s", name, json.dumps(stats))
@@ -527,15 +536,18 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
         {"input_dir": input_dir, "partitions": partitions},
     )  # fmt: skip
     reduced = _map_step(slim, name, "reduce", {"partition": list(range(partitions))}, {})
-    decisions, decided = by_key.decide(
-        pl.scan_parquet([found["path"] for found in reduced]), settings
+    decided = by_key.decide(
+        pl.scan_parquet([found["path"] for found in reduced]),
+        pl.scan_parquet(Path(input_dir) / "*.parquet"),
+        settings,
+        plan.context(),
     )
     decisions_file = plan.stage_dir(f"{name}-decisions") / "decisions.parquet"
     decisions_file.parent.mkdir(parents=True, exist_ok=True)
-    decisions.write_parquet(decisions_file)
+    decided.decisions.write_parquet(decisions_file)
     parts, accounting = _run_parts(plan, name, input_dir, records, str(decisions_file))
-    stats = by_key.merge_stats(decided, [part["stats"] for part in parts])
-    _finish_parts(plan, name, parts, stats)
+    stats = by_key.merge_stats(decided.stats, [part["stats"] for part in parts])
+    _finish_parts(plan, name, parts, stats, decided.review_items)
     accounting |= {
         "key_partitions": partitions,
         "keys": sum(part["keys"] for part in keyed),

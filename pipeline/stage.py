@@ -10,11 +10,11 @@ Two ends of the registry have another shape, said in their `kind`: ingest is the
 (`ingest(sources, ctx, out_dir)`: it reads the declared files, there is no input frame) and
 publish the *sink* (`publish(frame, cfg, ctx, staging_dir, extra)`: it writes a version).
 
-A stage whose decisions need every record (which segments repeat across documents) but whose
-state is only keys is a `ByKey`: `keys` reads one part and returns its keys, `reduce` reads
-every part's keys of one key partition and finds what it must, `decide` reads every
-partition's findings (small: ids and hashes) and makes the decisions, and `apply` edits one
-part by them. The runner spreads the parts and the partitions over tasks; called as a stage
+A stage whose decisions need every record (which segments repeat across documents, which
+copies of a text to keep) but whose state is only keys is a `ByKey`: `keys` reads one part
+and returns its keys, `reduce` reads every part's keys of one key partition and finds what it
+must, `decide` reads every partition's findings (small: ids and hashes) and makes the
+decisions, and `apply` edits one part by them. The runner spreads the parts and the partitions over tasks; called as a stage
 function, a ByKey runs the four steps on every record at once, with the same answer.
 
 `CURATE_STAGES` is the one list of the stages in order. flows/curate.py builds its tasks from
@@ -117,26 +117,46 @@ class Stage:
         return f"{CURATE_STAGES.index(self) + 1:02d}-{self.name}"
 
 
+@dataclass
+class Decided:
+    """What a ByKey's decide step decided: the table its apply step reads, the stats only the
+    whole can tell, and review items (REVIEW_ITEM_SCHEMA) when the decisions queue some."""
+
+    decisions: pl.DataFrame
+    stats: dict[str, Any]
+    review_items: pl.DataFrame | None = None
+
+
 @dataclass(frozen=True)
 class ByKey:
     """A stage run as keys per part → reduce per key partition → one decide → apply per part.
 
     keys(part, cfg, ctx) -> DataFrame with `_key`, a hex digest (its first 15 digits choose the
     key partition), and what reduce needs; reduce(keys, cfg) -> what one partition found;
-    decide(found, cfg) -> (decisions, stats of the whole); apply(part, decisions, cfg, ctx) ->
-    the part's StageResult, whose stats add up over the parts."""
+    decide(found, records, cfg, ctx) -> Decided (`records`, the stage's whole input as a lazy
+    scan, is for the few records a decision must show in full, such as a review item's);
+    apply(part, decisions, cfg, ctx) -> the part's StageResult, whose stats add up over the
+    parts."""
 
     keys: Callable[..., pl.DataFrame]
     reduce: Callable[..., pl.DataFrame]
-    decide: Callable[..., tuple[pl.DataFrame, dict[str, Any]]]
+    decide: Callable[..., Decided]
     apply: Callable[..., StageResult]
 
     def __call__(self, frame: pl.LazyFrame, cfg: Any, ctx: RunContext) -> StageResult:
         """The stage on every record at once: one part, one key partition."""
         found = self.reduce(self.keys(frame, cfg, ctx).lazy(), cfg)
-        decisions, decided = self.decide(found.lazy(), cfg)
-        result = self.apply(frame, decisions, cfg, ctx)
-        result.stats = self.merge_stats(decided, [result.stats])
+        decided = self.decide(found.lazy(), frame, cfg, ctx)
+        result = self.apply(frame, decided.decisions, cfg, ctx)
+        result.stats = self.merge_stats(decided.stats, [result.stats])
+        if decided.review_items is not None:
+            result.review_items = pl.concat(
+                [
+                    items
+                    for items in (decided.review_items, result.review_items)
+                    if items is not None
+                ]
+            )
         return result
 
     @staticmethod
@@ -171,7 +191,10 @@ CURATE_STAGES: tuple[Stage, ...] = (
         "quality", "quality", "pipeline.quality.stage:quality", runs="per_part",
         merge="pipeline.quality.stage:merge_stats", adds=("text", "content_hash"),
     ),
-    Stage("exact_dedup", "dedup", "pipeline.dedup.exact:exact_dedup", adds=("cluster_id",)),
+    Stage(
+        "exact_dedup", "dedup", "pipeline.dedup.exact:exact_dedup", runs="by_key",
+        adds=("cluster_id", "label"),
+    ),
     Stage("near_dedup", "dedup", "pipeline.dedup.near:near_dedup", adds=("cluster_id",)),
     Stage(
         "boilerplate", "dedup", "pipeline.dedup.boilerplate:boilerplate", runs="by_key",

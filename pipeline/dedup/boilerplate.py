@@ -24,14 +24,12 @@ or one partition's keys: never the whole dataset.
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 
 from pipeline.config import BoilerplateConfig, DedupConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
-from pipeline.stage import ByKey, RunContext, StageResult
+from pipeline.stage import ByKey, Decided, RunContext, StageResult
 
 STAGE = "boilerplate"
 MAX_EVIDENCE_HASHES = 10
@@ -73,17 +71,22 @@ def _count(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
     )
 
 
-def _decide(flagged: pl.LazyFrame, cfg: DedupConfig) -> tuple[pl.DataFrame, dict[str, Any]]:
+def _decide(
+    flagged: pl.LazyFrame, records: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> Decided:
     """Every partition's boilerplate segments, and the stats only the whole can tell."""
     flagged = flagged.sort("_key").collect()
     top = flagged.sort(["documents", "chars", "_key"], descending=[True, True, False]).head(TOP)
-    return flagged, {
-        "boilerplate_segments": flagged.height,
-        "top": [
-            {"hash": key[:16], "documents": documents, "chars": chars}
-            for key, documents, chars in top.select("_key", "documents", "chars").iter_rows()
-        ],
-    }
+    return Decided(
+        flagged,
+        {
+            "boilerplate_segments": flagged.height,
+            "top": [
+                {"hash": key[:16], "documents": documents, "chars": chars}
+                for key, documents, chars in top.select("_key", "documents", "chars").iter_rows()
+            ],
+        },
+    )
 
 
 def _apply(

@@ -12,8 +12,13 @@ record it looked at, with the columns the keep rule needs) and hands them to `re
   only link records: with the duplicate pairs they make the components whose smallest
   `cluster_id` every member takes, so the split stage can keep related records together.
 
-Exact and MinHash dedup pass `labels` (dedup.label_conflicts) to `apply`: a cluster whose
-members carry different labels is settled by pipeline/dedup/label_conflicts.py before the drops.
+Exact and MinHash dedup pass `labels` (dedup.label_conflicts): a cluster whose members carry
+different labels is settled by pipeline/dedup/label_conflicts.py before the drops.
+
+What a resolution does to the records is one table (`decide`: a row per record dropped,
+renamed or relabelled, with its ledger event), which `apply_decisions` applies to all records
+or to one part: exact dedup, run by key, decides once and applies part by part; MinHash and
+semantic dedup call `apply`, both at once.
 
 Chains are followed: when A~B and B~C, C may be dropped for A although A and C are less
 similar; the evidence records the similarity of the dropped record to the kept one itself.
@@ -28,9 +33,10 @@ import polars as pl
 from pipeline.core import ledger, reasons
 from pipeline.core.clusters import components, with_cluster_ids
 from pipeline.core.licenses import RANK, license_class
+from pipeline.core.schema import LEDGER_SCHEMA
 from pipeline.dedup import label_conflicts
 from pipeline.dedup.resolution import EMPTY_CLUSTERS, Resolution
-from pipeline.stage import RunContext, StageResult
+from pipeline.stage import Decided, RunContext, StageResult
 
 KEEP_KEYS = {  # rule -> (column, descending)
     "earliest_timestamp": ("timestamp", False),
@@ -39,17 +45,23 @@ KEEP_KEYS = {  # rule -> (column, descending)
     "lowest_record_id": ("record_id", False),
 }
 _EMPTY_PAIRS = {"left": pl.UInt32, "right": pl.UInt32, "similarity": pl.Float64}
+# one row per record a resolution touches: its ledger event (null action: none), its new
+# cluster id and its new label (null: unchanged)
+DECISION_SCHEMA = LEDGER_SCHEMA | pl.Schema({"_cluster_id": pl.String, "_label": pl.String})
 
 
 def members_frame(
     frame: pl.LazyFrame, rules: list[str], ctx: RunContext, extra: tuple[str, ...] = ()
 ) -> pl.DataFrame:
     """The columns the keep rule, the cluster ids and label conflicts need (and `extra`), one
-    row per record,
-    plus `_i` and `_published` (whether the parent version holds it). Rows are sorted by
-    record_id and `_i` numbers them in that order, so that every decision a method makes from
-    `_i` is the same whatever order the records arrive in."""
-    members = with_cluster_ids(frame).select(
+    row per record, numbered (see `numbered`)."""
+    return numbered(member_columns(frame, extra).collect(), rules, ctx)
+
+
+def member_columns(frame: pl.LazyFrame, extra: tuple[str | pl.Expr, ...] = ()) -> pl.LazyFrame:
+    """What `numbered` needs of each record of `frame` (and `extra`): a part's share of it
+    can be gathered on its own."""
+    return with_cluster_ids(frame).select(
         *extra,
         "record_id",
         "source",
@@ -60,13 +72,19 @@ def members_frame(
         "cluster_id",
         pl.col("text").str.len_chars().alias("_text_length"),
     )
+
+
+def numbered(members: pl.DataFrame, rules: list[str], ctx: RunContext) -> pl.DataFrame:
+    """`members` (member_columns) with `_i` and `_published` (whether the parent version holds
+    it), and the license rank when the keep rule needs it. Rows are sorted by record_id and
+    `_i` numbers them in that order, so that every decision a method makes from `_i` is the
+    same whatever order the records arrive in."""
     if ctx.parent_splits is not None:
         published = ctx.parent_splits.select("record_id", pl.lit(True).alias("_published"))
-        members = members.join(published, on="record_id", how="left", maintain_order="left")
-        members = members.with_columns(pl.col("_published").fill_null(False))
+        members = members.lazy().join(published, on="record_id", how="left", maintain_order="left")
+        members = members.with_columns(pl.col("_published").fill_null(False)).collect()
     else:
         members = members.with_columns(pl.lit(False).alias("_published"))
-    members = members.collect()
     if "most_permissive_license" in rules:
         members = members.join(
             _license_ranks(members, ctx),
@@ -167,16 +185,44 @@ def apply(
     stats: dict,
     labels: str | None = None,
 ) -> StageResult:
-    """Drop the duplicates from `frame`, give kept records their new cluster ids, and write
-    one terminal event per dropped record. `similarity(pairs)` measures each (_i, kept_i).
-    With `labels` (dedup.label_conflicts), clusters whose members carry different labels are
-    settled first (pipeline/dedup/label_conflicts.py)."""
+    """`decide` and `apply_decisions` on every record of `frame` at once."""
+    decided = decide(
+        members, resolution, frame, stage=stage, reason=reason, method=method,
+        similarity=similarity, ctx=ctx, stats=stats, labels=labels,
+    )  # fmt: skip
+    kept, events = apply_decisions(frame, decided.decisions)
+    if labels is not None:
+        decided.stats["labelled_by_source"] = label_conflicts.labelled_by_source(frame)
+    return StageResult(
+        frame=kept, events=events, stats=decided.stats, review_items=decided.review_items
+    )
+
+
+def decide(
+    members: pl.DataFrame,
+    resolution: Resolution,
+    records: pl.LazyFrame,
+    *,
+    stage: str,
+    reason: str,
+    method: str,
+    similarity: Callable[[pl.DataFrame], pl.Series],
+    ctx: RunContext,
+    stats: dict,
+    labels: str | None = None,
+) -> Decided:
+    """What happens to each record a resolution touches, as one table (DECISION_SCHEMA: its
+    ledger event, if any, its new cluster id and its new label): the duplicates are dropped,
+    each with one terminal event; kept records take their new cluster ids. `similarity(pairs)`
+    measures each (_i, kept_i). With `labels` (dedup.label_conflicts), clusters whose members
+    carry different labels are settled first (pipeline/dedup/label_conflicts.py), reading the
+    kept records of those clusters from `records`."""
     settled = None
     if labels is not None:
         settled = label_conflicts.settle(
-            frame, resolution, members, policy=labels, stage=stage, method=method, ctx=ctx
+            records, resolution, members, policy=labels, stage=stage, method=method, ctx=ctx
         )
-        frame, resolution = settled.frame, settled.resolution
+        resolution = settled.resolution
     dropped = resolution.dropped
     if dropped.height:
         dropped = dropped.with_columns(
@@ -195,15 +241,44 @@ def apply(
         dropped, stage=stage, action=reasons.DROPPED, reason=reason, evidence=evidence
     )
     renamed = resolution.cluster_ids.join(members.select("_i", "record_id"), on="_i").select(
-        "record_id", pl.col("cluster_id").alias("_new_cluster_id")
+        "record_id", pl.col("cluster_id").alias("_cluster_id")
     )
-    kept = (
-        with_cluster_ids(frame)
-        .join(dropped.lazy().select("record_id"), on="record_id", how="anti", maintain_order="left")
-        .join(renamed.lazy(), on="record_id", how="left", maintain_order="left")
-        .with_columns(pl.coalesce("_new_cluster_id", "cluster_id").alias("cluster_id"))
-        .drop("_new_cluster_id")
+    relabel = pl.DataFrame(schema={"record_id": pl.String, "_label": pl.String})
+    if settled is not None:
+        events, relabel = pl.concat([events, settled.events]), settled.relabel
+    decisions = (
+        events.join(renamed, on="record_id", how="full", coalesce=True)
+        .join(relabel, on="record_id", how="full", coalesce=True)
+        .select(DECISION_SCHEMA.names())
+        .sort("record_id")
     )
     stats = {**stats, "dropped": dropped.height, "clustered": renamed.height}
-    result = StageResult(frame=kept, events=events, stats=stats)
-    return result if settled is None else settled.finish(result)
+    if settled is None:
+        return Decided(decisions, stats)
+    return Decided(decisions, stats | settled.stats, settled.review_items)
+
+
+def apply_decisions(
+    frame: pl.LazyFrame, decisions: pl.DataFrame
+) -> tuple[pl.LazyFrame, pl.DataFrame]:
+    """`frame` (all records, or one part) by `decide`'s table: its records that go on, with
+    their new cluster ids and labels, and the events of its records."""
+    frame = with_cluster_ids(frame)
+    mine = decisions.lazy().join(frame.select("record_id"), on="record_id", how="semi").collect()
+    events = mine.filter(pl.col("action").is_not_null()).select(LEDGER_SCHEMA.names())
+    gone = events.filter(pl.col("terminal"))["record_id"].implode()
+    kept = (
+        frame.filter(~pl.col("record_id").is_in(gone))
+        .join(
+            mine.lazy().select("record_id", "_cluster_id", "_label"),
+            on="record_id",
+            how="left",
+            maintain_order="left",
+        )
+        .with_columns(
+            pl.coalesce("_cluster_id", "cluster_id").alias("cluster_id"),
+            pl.coalesce("_label", "label").alias("label"),
+        )
+        .drop("_cluster_id", "_label")
+    )
+    return kept, events

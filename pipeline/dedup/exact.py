@@ -4,6 +4,12 @@ The copies of a text form a cluster; pipeline/dedup/duplicates.py keeps one (a r
 the parent version first, then the rules of `dedup.keep`) and drops the others with reason
 `exact_duplicate`, evidence naming the kept record and similarity 1.0. A cluster whose copies
 carry different labels is settled by pipeline/dedup/label_conflicts.py (`dedup.label_conflicts`).
+
+It runs by key (pipeline/stage.py's ByKey), the key being the content hash: each part lists
+what the keep rule needs of its records, each key partition keeps the rows of the texts it
+holds more than once (every copy of a text is in one partition), the clusters are resolved
+from those rows alone (ids, groups, timestamps, licenses, labels: never a text), and each part
+drops its copies and renames its clusters by the decisions.
 """
 
 from __future__ import annotations
@@ -11,32 +17,42 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.config import DedupConfig
-from pipeline.core import ledger, reasons
-from pipeline.core.clusters import with_cluster_ids
-from pipeline.dedup import duplicates
-from pipeline.stage import RunContext, StageResult
+from pipeline.core import reasons
+from pipeline.dedup import duplicates, label_conflicts
+from pipeline.stage import ByKey, Decided, RunContext, StageResult
 
 STAGE = "exact_dedup"
 
 
-def exact_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
-    frame = with_cluster_ids(frame)
+def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
+    """What the keep rule needs of each record of a part, keyed by its content hash."""
+    keys = duplicates.member_columns(frame, extra=(pl.col("content_hash").alias("_key"),))
+    return (keys if cfg.exact else keys.limit(0)).collect()
+
+
+def _repeated(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
+    """The rows of the texts one key partition holds more than once."""
+    return keys.filter(pl.len().over("_key") > 1).collect()
+
+
+def _decide(
+    repeated: pl.LazyFrame, records: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> Decided:
+    """Resolve every text's copies: the one kept, the others dropped pointing at it."""
     if not cfg.exact:
-        return StageResult(frame=frame, events=ledger.empty(), stats={"dropped": 0})
-    # only texts that occur more than once need a keep decision
-    repeated = frame.filter(pl.col("content_hash").is_duplicated())
-    members = duplicates.members_frame(repeated, cfg.keep, ctx, extra=("content_hash",))
+        return Decided(pl.DataFrame(schema=duplicates.DECISION_SCHEMA), {"dropped": 0})
+    members = duplicates.numbered(repeated.collect(), cfg.keep, ctx)
     pairs = members.select(
         pl.col("_i").alias("left"),
-        pl.col("_i").min().over("content_hash").alias("right"),
+        pl.col("_i").min().over("_key").alias("right"),
         pl.lit(1.0).alias("similarity"),
     ).filter(pl.col("left") != pl.col("right"))
     empty = duplicates.pairs_frame([], [], [])
     resolution = duplicates.resolve(members, pairs, empty, cfg.keep)
-    return duplicates.apply(
-        frame,
+    return duplicates.decide(
+        members.drop("_key"),
         resolution,
-        members,
+        records,
         stage=STAGE,
         reason=reasons.EXACT_DUPLICATE,
         method="exact",
@@ -45,3 +61,18 @@ def exact_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> Stage
         stats={},
         labels=cfg.label_conflicts,
     )
+
+
+def _apply(
+    frame: pl.LazyFrame, decisions: pl.DataFrame, cfg: DedupConfig, ctx: RunContext
+) -> StageResult:
+    """Drop a part's copies, give its kept records their cluster ids and settled labels."""
+    kept, events = duplicates.apply_decisions(frame, decisions)
+    stats = {}
+    if cfg.exact and cfg.label_conflicts is not None:
+        stats["labelled_by_source"] = label_conflicts.labelled_by_source(frame)
+    return StageResult(frame=kept, events=events, stats=stats)
+
+
+# what the keep rule needs per part, repeated texts per key partition, clusters resolved, drops
+exact_dedup = ByKey(keys=_keys, reduce=_repeated, decide=_decide, apply=_apply)

@@ -42,7 +42,7 @@ from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.schema import REVIEW_ITEM_SCHEMA, review_decisions
 from pipeline.dedup.resolution import Resolution
 from pipeline.review import review_items_of, with_review_hash
-from pipeline.stage import RunContext, StageResult
+from pipeline.stage import RunContext
 
 REVIEW, MAJORITY = "review", "majority"
 _SHOWN = ["source_content_hash", "text", "metadata", "group", "label", "license", "consent"]
@@ -51,27 +51,21 @@ _ROWS = {"record_id": pl.String, "source": pl.String, "reason": pl.String, "evid
 
 @dataclass
 class Settled:
-    """`frame` and `resolution` with the conflicts settled (quarantined and rejected members
-    gone from both, resolved clusters relabelled), and what settling them produced."""
+    """`resolution` with the conflicts settled (quarantined and rejected members gone from
+    it), the members that leave the records (`gone`: quarantined or rejected), the labels the
+    resolved clusters' survivors take (`relabel`: record_id, _label), and what settling
+    produced."""
 
-    frame: pl.LazyFrame
     resolution: Resolution
+    gone: pl.Series
+    relabel: pl.DataFrame
     events: pl.DataFrame
     review_items: pl.DataFrame
     stats: dict[str, Any]
 
-    def finish(self, result: StageResult) -> StageResult:
-        """The stage's result with these events, review items and stats added."""
-        return StageResult(
-            frame=result.frame,
-            events=pl.concat([result.events, self.events]),
-            stats={**result.stats, **self.stats},
-            review_items=self.review_items,
-        )
-
 
 def settle(
-    frame: pl.LazyFrame,
+    records: pl.LazyFrame,
     resolution: Resolution,
     members: pl.DataFrame,
     *,
@@ -81,13 +75,15 @@ def settle(
     ctx: RunContext,
 ) -> Settled:
     """Find the clusters of `resolution` whose members carry different labels and settle
-    each by a reviewer's decision, else by `policy` (see above)."""
+    each by a reviewer's decision, else by `policy` (see above). `records` is the stage's input,
+    of which only the kept records of conflicting clusters are read."""
     rows = _conflicts(resolution.clusters, members, resolution.dropped)
-    labelled = _labelled_by_source(frame)
+    relabel = pl.DataFrame(schema={"record_id": pl.String, "_label": pl.String})
     if rows.height == 0:
-        return Settled(frame, resolution, ledger.empty(), _no_items(), _stats([], labelled))
+        gone = pl.Series("record_id", [], dtype=pl.String)
+        return Settled(resolution, gone, relabel, ledger.empty(), _no_items(), _stats([]))
     kept = (
-        frame.join(rows.lazy().select(pl.col("representative").alias("record_id")).unique(),
+        records.join(rows.lazy().select(pl.col("representative").alias("record_id")).unique(),
                    on="record_id", how="semi")
         .select("record_id", "source", *_SHOWN)
         .collect()
@@ -99,7 +95,7 @@ def settle(
         for cluster in _per_cluster(rows)
     ]
     removed = [m for c in clusters if c["outcome"] in ("queued", "rejected") for m in c["members"]]
-    gone = pl.Series([m["record_id"] for m in removed], dtype=pl.String)
+    gone = pl.Series("record_id", [m["record_id"] for m in removed], dtype=pl.String)
     relabel = pl.DataFrame(
         [
             (e["record_id"], c["label"])
@@ -107,14 +103,8 @@ def settle(
             for e in c["edits"]
             if c["label"] is not None
         ],
-        schema={"record_id": pl.String, "_label": pl.String},
+        schema=relabel.schema,
         orient="row",
-    )
-    settled_frame = (
-        frame.filter(~pl.col("record_id").is_in(gone.implode()))
-        .join(relabel.lazy(), on="record_id", how="left", maintain_order="left")
-        .with_columns(pl.coalesce("_label", "label").alias("label"))
-        .drop("_label")
     )
     gone_i = members.filter(pl.col("record_id").is_in(gone.implode()))["_i"].implode()
     settled_resolution = replace(
@@ -123,11 +113,12 @@ def settle(
         cluster_ids=resolution.cluster_ids.filter(~pl.col("_i").is_in(gone_i)),
     )
     return Settled(
-        settled_frame,
         settled_resolution,
+        gone,
+        relabel,
         _events(clusters, stage),
         _review_items(kept, clusters),
-        _stats(clusters, labelled),
+        _stats(clusters),
     )
 
 
@@ -299,16 +290,18 @@ def _no_items() -> pl.DataFrame:
     return pl.DataFrame(schema=REVIEW_ITEM_SCHEMA)
 
 
-def _labelled_by_source(frame: pl.LazyFrame) -> dict[str, int]:
+def labelled_by_source(frame: pl.LazyFrame) -> dict[str, int]:
+    """Records with a label, per source: the denominator of the conflict rates (it adds up
+    over parts)."""
     counted = (
         frame.filter(pl.col("label").is_not_null()).group_by("source").len().sort("source")
     ).collect()
     return dict(counted.iter_rows())
 
 
-def _stats(clusters: list[dict[str, Any]], labelled: dict[str, int]) -> dict[str, Any]:
+def _stats(clusters: list[dict[str, Any]]) -> dict[str, Any]:
     """Clusters by outcome; records (every member of a conflicting cluster); per source the
-    labelled members, over the records with a label (`labelled_by_source`): a conflict rate."""
+    labelled members (over labelled_by_source: a conflict rate)."""
     outcomes = Counter(c["outcome"] for c in clusters)
     members = [m for c in clusters for m in c["members"]]
     by_source = Counter(m["source"] for m in members if m["label"] is not None)
@@ -322,5 +315,4 @@ def _stats(clusters: list[dict[str, Any]], labelled: dict[str, int]) -> dict[str
             "rejected": outcomes["rejected"],
             "by_source": dict(sorted(by_source.items())),
         },
-        "labelled_by_source": labelled,
     }

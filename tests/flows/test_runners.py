@@ -1,5 +1,5 @@
-"""The per-part stages mapped over parts: on threads and on an existing Dask cluster, the
-same version, the same ledger and the same merged stats as one part."""
+"""The stages mapped over parts (per part, or by key): on threads and on an existing Dask
+cluster, the same version, the same ledger and the same merged stats as one part."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from flows.cli import app
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
 SIGNATURE = "Sent from my Thresher test phone: please do not reply to this automated message."
-PER_PART = ("govern", "quality", "boilerplate")  # boilerplate: its apply step, by key
+KEYED = ("exact_dedup", "boilerplate")
+PER_PART = ("govern", "quality", *KEYED)  # the keyed stages: their apply steps
 
 
 def with_runner(config: Path, runner: dict, workdir: str) -> Path:
@@ -74,6 +75,11 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     signed = sms_rows(sms_spam, 0, 600)
     for row in signed[::20]:
         row["text"] += "\n\n" + SIGNATURE
+    # a copy in the last part of a message in the first, labelled otherwise: a label conflict
+    # that only the whole of the exact dedup's keys can see
+    conflict = {**signed[3], "id": "sms-copy-of-3", "sender": "sender-copy"}
+    conflict["label"] = "spam" if signed[3]["label"] == "ham" else "ham"
+    signed.append(conflict)
     write_jsonl(sms_project.parent / "data" / "sms-1.jsonl", signed)
     whole = run_with(sms_project, {"kind": "local"}, "./work-whole")
     parts = run_with(sms_project, {"kind": "local", "part_rows": 97, "workers": 2}, "./work-parts")
@@ -82,6 +88,9 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     assert parts["review"] == whole["review"] and whole["review"]["queued_new"] > 0
     assert parts["quality"] == whole["quality"]  # counts, languages and nearest drops merged
     assert parts["dedup"]["boilerplate"] == whole["dedup"]["boilerplate"]
+    assert parts["dedup"]["exact"] == whole["dedup"]["exact"]
+    assert whole["dedup"]["exact"]["dropped"] > 5
+    assert whole["dedup"]["exact"]["label_conflicts"]["queued"] >= 1
     assert whole["dedup"]["boilerplate"]["edited"] >= 25
     assert whole["dedup"]["boilerplate"]["top"][0]["documents"] >= 25
     assert whole["quality"]["nearest_to_bound"] and whole["quality"]["languages"]["en"] > 0
@@ -136,9 +145,10 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     on_dask = json.loads(run.stdout)
     assert on_dask["dataset_hash"] == whole["dataset_hash"]
     assert on_dask["reasons"] == whole["reasons"] and on_dask["quality"] == whole["quality"]
-    assert on_dask["dedup"]["boilerplate"] == whole["dedup"]["boilerplate"]
-    keyed = parts["steps"]["boilerplate"]["key_partitions"]
-    assert keyed == parts["steps"]["boilerplate"]["parts"]
+    for method in ("exact", "boilerplate"):
+        assert on_dask["dedup"][method] == whole["dedup"][method]
+    keyed = sum(parts["steps"][name]["key_partitions"] for name in KEYED)
+    assert keyed == sum(parts["steps"][name]["parts"] for name in KEYED)
     assert killed.exists(), "no worker was killed"
     assert ran == {
         "part_task": sum(parts["steps"][name]["parts"] for name in PER_PART),
