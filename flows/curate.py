@@ -332,7 +332,7 @@ def part_task(
         result = stage(frame, plan.config, ctx)
     else:
         result = stage.load().apply(
-            frame, pl.read_parquet(decisions), stage.settings(plan.config), ctx
+            frame, pl.scan_parquet(decisions), stage.settings(plan.config), ctx
         )
     out = plan.stage_dir(name) / f"part-{part:05d}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)

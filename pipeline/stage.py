@@ -136,7 +136,7 @@ class ByKey:
     decide(found, records, cfg, ctx) -> Decided (`records`, the stage's whole input as a lazy
     scan, is for the few records a decision must show in full, such as a review item's);
     apply(part, decisions, cfg, ctx) -> the part's StageResult, whose stats add up over the
-    parts."""
+    parts (`decisions` is a LazyFrame: a part reads only what concerns it)."""
 
     keys: Callable[..., pl.DataFrame]
     reduce: Callable[..., pl.DataFrame]
@@ -147,7 +147,7 @@ class ByKey:
         """The stage on every record at once: one part, one key partition."""
         found = self.reduce(self.keys(frame, cfg, ctx).lazy(), cfg)
         decided = self.decide(found.lazy(), frame, cfg, ctx)
-        result = self.apply(frame, decided.decisions, cfg, ctx)
+        result = self.apply(frame, decided.decisions.lazy(), cfg, ctx)
         result.stats = self.merge_stats(decided.stats, [result.stats])
         if decided.review_items is not None:
             result.review_items = pl.concat(

@@ -90,10 +90,11 @@ def _decide(
 
 
 def _apply(
-    frame: pl.LazyFrame, flagged: pl.DataFrame, cfg: DedupConfig, ctx: RunContext
+    frame: pl.LazyFrame, flagged: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
 ) -> StageResult:
     """Remove the flagged segments from a part's texts: its records, events and counts."""
     stats = {"edited": 0, "dropped": 0, "chars_removed": 0}
+    flagged = flagged.collect()  # a few thousand hashes
     if cfg.boilerplate is None or flagged.is_empty():
         return StageResult(frame=frame, events=ledger.empty(), stats=stats)
     documents = frame.select("content_hash", "text").unique("content_hash").collect()

@@ -259,10 +259,11 @@ def decide(
 
 
 def apply_decisions(
-    frame: pl.LazyFrame, decisions: pl.DataFrame
+    frame: pl.LazyFrame, decisions: pl.DataFrame | pl.LazyFrame
 ) -> tuple[pl.LazyFrame, pl.DataFrame]:
     """`frame` (all records, or one part) by `decide`'s table: its records that go on, with
-    their new cluster ids and labels, and the events of its records."""
+    their new cluster ids and labels, and the events of its records (only their rows of the
+    table are read)."""
     frame = with_cluster_ids(frame)
     mine = decisions.lazy().join(frame.select("record_id"), on="record_id", how="semi").collect()
     events = mine.filter(pl.col("action").is_not_null()).select(LEDGER_SCHEMA.names())

@@ -64,7 +64,7 @@ def _decide(
 
 
 def _apply(
-    frame: pl.LazyFrame, decisions: pl.DataFrame, cfg: DedupConfig, ctx: RunContext
+    frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
 ) -> StageResult:
     """Drop a part's copies, give its kept records their cluster ids and settled labels."""
     kept, events = duplicates.apply_decisions(frame, decisions)
