@@ -7,9 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import cloudpickle
+import polars as pl
 import pytest
 import yaml
 from dask.utils import key_split
@@ -19,6 +22,8 @@ from prefect_services import QUIET_ENV, free_port, survivors
 from typer.testing import CliRunner
 
 from flows.cli import app
+from flows.curate import RunPlan, run_cluster
+from pipeline.config import RunConfig, RunnerConfig
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
@@ -155,3 +160,28 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         "keys_task": keyed,
         "reduce_task": keyed,
     }
+
+
+def test_a_dask_runner_without_address_runs_on_one_cluster_of_its_own_that_ends_with_the_run(
+    tmp_path,
+):
+    runner = {"kind": "dask", "workers": 2, "part_rows": 97}
+    config = RunConfig(name="cluster", workdir=str(tmp_path), sources=[], runner=runner)
+    plan = RunPlan(
+        run_id="r", run_dir=tmp_path / "run", started_at=datetime.now(UTC), config=config,
+        config_hash="h", parent_version=None, parent_path=None, deletions=pl.DataFrame(),
+        review_decisions=pl.DataFrame(), locked_test=None, test_lock=None, frozen_cutoffs=None,
+        eval_sets=(),
+    )  # fmt: skip
+    with run_cluster(plan) as on_workers:
+        address = on_workers.config.runner.address
+        assert address.startswith("tcp://127.0.0.1:") and plan.config.runner.address is None
+        assert on_workers.config.runner.part_rows == 97 and on_workers.run_id == plan.run_id
+        with Client(address, timeout=10) as client:
+            threads = client.nthreads()
+    assert sorted(threads.values()) == [1, 1]  # two workers, one task at a time each
+    with pytest.raises(OSError):  # the scheduler stopped with the run
+        Client(address, timeout=2)
+    local = replace(plan, config=config.model_copy(update={"runner": RunnerConfig()}))
+    with run_cluster(local) as same:
+        assert same is local
