@@ -27,6 +27,7 @@ similar; the evidence records the similarity of the dropped record to the kept o
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 
@@ -173,25 +174,13 @@ def _keep_order(rules: list[str]) -> dict:
 
 
 def apply(
-    frame: pl.LazyFrame,
-    resolution: Resolution,
-    members: pl.DataFrame,
-    *,
-    stage: str,
-    reason: str,
-    method: str,
-    similarity: Callable[[pl.DataFrame], pl.Series],
-    ctx: RunContext,
-    stats: dict,
-    labels: str | None = None,
+    frame: pl.LazyFrame, resolution: Resolution, members: pl.DataFrame, **settings: Any
 ) -> StageResult:
-    """`decide` and `apply_decisions` on every record of `frame` at once."""
-    decided = decide(
-        members, resolution, frame, stage=stage, reason=reason, method=method,
-        similarity=similarity, ctx=ctx, stats=stats, labels=labels,
-    )  # fmt: skip
+    """`decide` (with these keyword `settings`) and `apply_decisions` on every record of
+    `frame` at once."""
+    decided = decide(members, resolution, frame, **settings)
     kept, events = apply_decisions(frame, decided.decisions)
-    if labels is not None:
+    if settings.get("labels") is not None:
         decided.stats["labelled_by_source"] = label_conflicts.labelled_by_source(frame)
     return StageResult(
         frame=kept, events=events, stats=decided.stats, review_items=decided.review_items
