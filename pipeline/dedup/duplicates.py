@@ -254,7 +254,12 @@ def apply_decisions(
     their new cluster ids and labels, and the events of its records (only their rows of the
     table are read)."""
     frame = with_cluster_ids(frame)
-    mine = decisions.lazy().join(frame.select("record_id"), on="record_id", how="semi").collect()
+    mine = (
+        decisions.lazy()
+        .join(frame.select("record_id"), on="record_id", how="semi")
+        .collect(engine="streaming")  # the decisions file is read, never held
+        .sort("record_id")
+    )
     events = mine.filter(pl.col("action").is_not_null()).select(LEDGER_SCHEMA.names())
     gone = events.filter(pl.col("terminal"))["record_id"].implode()
     kept = (
