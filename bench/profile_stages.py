@@ -19,6 +19,7 @@ import argparse
 import functools
 import threading
 import time
+from dataclasses import fields
 from importlib import import_module
 from pathlib import Path
 
@@ -30,14 +31,17 @@ import psutil
 from pipeline.config import config_hash
 from pipeline.config.loader import load_run_config
 from pipeline.ingest.stage import ingest
-from pipeline.stage import STAGES, RunContext
+from pipeline.stage import STAGES, ByKey, RunContext
 
 OUT = Path(__file__).resolve().parent / "out" / "profile"
 PHASES = {  # module: the functions and methods timed as steps
     "pipeline.dedup.near": [
         "texts_by_record_id", "index_batches", "candidate_pairs", "PairSimilarity.__call__",
     ],
-    "pipeline.dedup.duplicates": ["members_frame", "resolve", "apply"],
+    "pipeline.dedup.duplicates": [
+        "members_frame", "numbered", "resolve", "decide", "apply_decisions", "apply",
+    ],
+    "pipeline.dedup.label_conflicts": ["settle"],
     "pipeline.contamination.stage": ["_targets", "_batch_matches", "_decide", "_reviewed"],
 }  # fmt: skip
 
@@ -81,6 +85,16 @@ def main() -> None:
             owner, _, attribute = name.rpartition(".")
             target = getattr(module, owner) if owner else module
             setattr(target, attribute, sampler.timed(name, getattr(target, attribute)))
+
+    for stage in STAGES.values():  # a by-key stage's four steps are phases too
+        module_name, attribute = stage.function.split(":")
+        by_key = getattr(import_module(module_name), attribute)
+        if isinstance(by_key, ByKey):
+            steps = {f.name: getattr(by_key, f.name) for f in fields(ByKey)}
+            timed = {
+                step: sampler.timed(f"{stage.name}.{step}", call) for step, call in steps.items()
+            }
+            setattr(import_module(module_name), attribute, ByKey(**timed))
 
     root = OUT / str(args.records)
     if not (root / "project").exists():

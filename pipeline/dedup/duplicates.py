@@ -212,7 +212,10 @@ def decide(
             records, resolution, members, policy=labels, stage=stage, method=method, ctx=ctx
         )
         resolution = settled.resolution
-    dropped = resolution.dropped
+    # what the events need: the members' other columns would be copied through every step
+    dropped = resolution.dropped.select(
+        "_i", "kept_i", "record_id", "source", "kept_record_id", "kept_published", "cluster_id"
+    )
     if dropped.height:
         dropped = dropped.with_columns(
             similarity(dropped.select("_i", "kept_i")).round(4).alias("similarity")
@@ -236,10 +239,12 @@ def decide(
     if settled is not None:
         events, relabel = pl.concat([events, settled.events]), settled.relabel
     decisions = (
-        events.join(renamed, on="record_id", how="full", coalesce=True)
-        .join(relabel, on="record_id", how="full", coalesce=True)
+        events.lazy()
+        .join(renamed.lazy(), on="record_id", how="full", coalesce=True)
+        .join(relabel.lazy(), on="record_id", how="full", coalesce=True)
         .select(DECISION_SCHEMA.names())
         .sort("record_id")
+        .collect()
     )
     stats = {**stats, "dropped": dropped.height, "clustered": renamed.height}
     if settled is None:

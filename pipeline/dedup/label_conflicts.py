@@ -86,7 +86,7 @@ def settle(
         records.join(rows.lazy().select(pl.col("representative").alias("record_id")).unique(),
                    on="record_id", how="semi")
         .select("record_id", "source", *_SHOWN)
-        .collect()
+        .collect(engine="streaming")  # `records` may be every record: read, never held
     )  # fmt: skip
     kept = kept.join(review_hashes(kept, rows), on="record_id")
     decided = _decisions(kept, ctx)
