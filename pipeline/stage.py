@@ -14,8 +14,9 @@ A stage whose decisions need every record (which segments repeat across document
 copies of a text to keep) but whose state is only keys is a `ByKey`: `keys` reads one part
 and returns its keys, `reduce` reads every part's keys of one key partition and finds what it
 must, `decide` reads every partition's findings (small: ids and hashes) and makes the
-decisions, and `apply` edits one part by them. The runner spreads the parts and the partitions over tasks; called as a stage
-function, a ByKey runs the four steps on every record at once, with the same answer.
+decisions, and `apply` edits one part by them. The runner spreads the parts and the
+partitions over tasks; called as a stage function, a ByKey runs the four steps on every
+record at once, with the same answer.
 
 `CURATE_STAGES` is the one list of the stages in order. flows/curate.py builds its tasks from
 it and `thresher dedup` finds its methods in it; a stage's function is imported the first
@@ -149,14 +150,9 @@ class ByKey:
         decided = self.decide(found.lazy(), frame, cfg, ctx)
         result = self.apply(frame, decided.decisions.lazy(), cfg, ctx)
         result.stats = self.merge_stats(decided.stats, [result.stats])
-        if decided.review_items is not None:
-            result.review_items = pl.concat(
-                [
-                    items
-                    for items in (decided.review_items, result.review_items)
-                    if items is not None
-                ]
-            )
+        items = [i for i in (decided.review_items, result.review_items) if i is not None]
+        if items:
+            result.review_items = pl.concat(items)
         return result
 
     @staticmethod

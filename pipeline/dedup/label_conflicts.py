@@ -52,12 +52,10 @@ _ROWS = {"record_id": pl.String, "source": pl.String, "reason": pl.String, "evid
 @dataclass
 class Settled:
     """`resolution` with the conflicts settled (quarantined and rejected members gone from
-    it), the members that leave the records (`gone`: quarantined or rejected), the labels the
-    resolved clusters' survivors take (`relabel`: record_id, _label), and what settling
-    produced."""
+    it), the labels the resolved clusters' survivors take (`relabel`: record_id, _label), and
+    what settling produced (the events: terminal for the members that leave the records)."""
 
     resolution: Resolution
-    gone: pl.Series
     relabel: pl.DataFrame
     events: pl.DataFrame
     review_items: pl.DataFrame
@@ -80,8 +78,7 @@ def settle(
     rows = _conflicts(resolution.clusters, members, resolution.dropped)
     relabel = pl.DataFrame(schema={"record_id": pl.String, "_label": pl.String})
     if rows.height == 0:
-        gone = pl.Series("record_id", [], dtype=pl.String)
-        return Settled(resolution, gone, relabel, ledger.empty(), _no_items(), _stats([]))
+        return Settled(resolution, relabel, ledger.empty(), _no_items(), _stats([]))
     kept = (
         records.join(rows.lazy().select(pl.col("representative").alias("record_id")).unique(),
                    on="record_id", how="semi")
@@ -95,7 +92,7 @@ def settle(
         for cluster in _per_cluster(rows)
     ]
     removed = [m for c in clusters if c["outcome"] in ("queued", "rejected") for m in c["members"]]
-    gone = pl.Series("record_id", [m["record_id"] for m in removed], dtype=pl.String)
+    gone = pl.Series([m["record_id"] for m in removed], dtype=pl.String)
     relabel = pl.DataFrame(
         [
             (e["record_id"], c["label"])
@@ -114,7 +111,6 @@ def settle(
     )
     return Settled(
         settled_resolution,
-        gone,
         relabel,
         _events(clusters, stage),
         _review_items(kept, clusters),

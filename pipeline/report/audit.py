@@ -111,19 +111,15 @@ def dedup_clusters(
 ) -> dict[str, Any]:
     """Duplicate clusters: every record (published or dropped as a duplicate) with a cluster
     id shared by another; their sizes, drops per method and a few examples."""
-    duplicate = ledger.filter(
-        pl.col("stage").is_in(DEDUP_STAGES),
-        pl.col("terminal"),
-        pl.col("reason").is_in(DUPLICATE_REASONS),
-    )
-    # millions of drops at scale: the evidence is decoded as it is read, and only the links
-    # are held (similarities are read again for the few examples)
+    # millions of drops at scale: the evidence is decoded as it is read, never held
     dropped = (
-        duplicate.select(
-            "record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE).alias("e")
+        ledger.filter(
+            pl.col("stage").is_in(DEDUP_STAGES),
+            pl.col("terminal"),
+            pl.col("reason").is_in(DUPLICATE_REASONS),
         )
+        .select("record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE).alias("e"))
         .unnest("e")
-        .select("record_id", "duplicate_of", "method", "cluster_id")
         .collect(engine="streaming")
     )
     clusters = published.select("record_id", "cluster_id").collect()
@@ -143,25 +139,10 @@ def dedup_clusters(
         .select("record_id", "cluster_id", "text")
         .collect()
     )
-    shown_drops = (
-        dropped.filter(pl.col("cluster_id").is_in(chosen))
-        .sort("record_id")
-        .group_by("cluster_id", maintain_order=True)
-        .head(5)
-    )
-    similarity = (
-        duplicate.filter(pl.col("record_id").is_in(shown_drops["record_id"].implode()))
-        .select(
-            "record_id",
-            pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE).struct.field("similarity"),
-        )
-        .collect()
-    )
-    shown_drops = shown_drops.join(similarity, on="record_id", how="left", maintain_order="left")
     shown = []
     for cluster_id in chosen:
         kept = texts.filter(pl.col("cluster_id") == cluster_id).sort("record_id")
-        duplicates = shown_drops.filter(pl.col("cluster_id") == cluster_id)
+        duplicates = dropped.filter(pl.col("cluster_id") == cluster_id).sort("record_id")
         shown.append(
             {
                 "cluster_id": cluster_id,
