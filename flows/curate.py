@@ -359,34 +359,83 @@ def keys_task(
     so that every partition's reduce reads the keys' schema); a retry rewrites them."""
     started = _task_start()
     stage = STAGES[name]
-    keys = stage.load().keys(
+    by_key = stage.load()
+    keys = by_key.keys(
         _part(plan, input_dir, offset), stage.settings(plan.config), plan.context(with_parent=False)
     )
-    by_partition = keys.with_columns(
-        key_partition(pl.col("_key"), partitions).alias("_partition")
-    ).partition_by("_partition", as_dict=True, include_key=False)
-    folder = plan.stage_dir(f"{name}-keys") / f"part-{part:05d}"
-    folder.mkdir(parents=True, exist_ok=True)
-    for partition in range(partitions):
-        rows = by_partition.get((partition,), keys.clear())
-        rows.write_parquet(folder / f"partition-{partition:05d}.parquet")
+    if by_key.exchanges:
+        keys = keys.with_columns(pl.lit(part, pl.UInt32).alias("_part"))
+    partition = keys.select(key_partition(pl.col("_key"), partitions, keys.schema["_key"]))
+    _write_sent(
+        keys, partition.to_series(), partitions, plan.stage_dir(f"{name}-keys"), f"part-{part:05d}"
+    )
     return {"keys": keys.height, **_task_facts(started)}
 
 
-@task(**TASK_OPTIONS)
-def reduce_task(plan: RunPlan, name: str, partition: int) -> dict[str, Any]:
-    """Reduce one key partition of a by-key stage over every part's keys, into one file."""
-    started = _task_start()
-    stage = STAGES[name]
-    keys = plan.stage_dir(f"{name}-keys") / "part-*" / f"partition-{partition:05d}.parquet"
-    found = stage.load().reduce(pl.scan_parquet(keys), stage.settings(plan.config))
-    out = plan.stage_dir(f"{name}-found") / f"partition-{partition:05d}.parquet"
+def _write_sent(rows: pl.DataFrame, to: pl.Series, count: int, folder: Path, source: str) -> None:
+    """Write each row to `folder/to-NNNNN/<source>.parquet`, NNNNN its number in `to` (below
+    `count`): every file, empty too, so that each reader finds the schema; a retry rewrites
+    the same files."""
+    by_target = rows.with_columns(to.alias("_target")).partition_by(
+        "_target", as_dict=True, include_key=False
+    )
+    for target in range(count):
+        path = folder / f"to-{target:05d}" / f"{source}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        by_target.get((target,), rows.clear()).write_parquet(path)
+
+
+def _write_found(found: pl.DataFrame, folder: Path, source: str, parts: int) -> str:
+    """Write what a by-key step found: rows with `_to_part` to the part each is sent to,
+    others into one file. Returns where the next step reads them."""
+    if "_to_part" in found.columns:
+        _write_sent(found.drop("_to_part"), found["_to_part"], parts, folder, source)
+        return str(folder)
+    out = folder / f"{source}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     found.write_parquet(out)
-    return {"path": str(out), "found": found.height, **_task_facts(started)}
+    return str(out)
 
 
-STEP_TASKS = {"part": part_task, "keys": keys_task, "reduce": reduce_task}
+@task(**TASK_OPTIONS)
+def reduce_task(plan: RunPlan, name: str, partition: int, parts: int) -> dict[str, Any]:
+    """Reduce one key partition of a by-key stage over every part's keys; a retry rewrites
+    its files."""
+    started = _task_start()
+    stage = STAGES[name]
+    keys = plan.stage_dir(f"{name}-keys") / f"to-{partition:05d}" / "*.parquet"
+    found = stage.load().reduce(pl.scan_parquet(keys), stage.settings(plan.config))
+    out = _write_found(found, plan.stage_dir(f"{name}-found"), f"partition-{partition:05d}", parts)
+    return {"path": out, "found": found.height, **_task_facts(started)}
+
+
+@task(**TASK_OPTIONS)
+def exchange_task(
+    plan: RunPlan, name: str, input_dir: str, part: int, offset: int, step: int, parts: int
+) -> dict[str, Any]:
+    """Run exchange `step` of a by-key stage on one part: the rows sent to it by the step
+    before, and its records; a retry rewrites its files."""
+    started = _task_start()
+    stage = STAGES[name]
+    exchange = stage.load().exchanges[step]
+    before = plan.stage_dir(f"{name}-found" if step == 0 else f"{name}-x{step - 1}")
+    incoming = pl.scan_parquet(before / f"to-{part:05d}" / "*.parquet")
+    found = exchange(
+        _part(plan, input_dir, offset),
+        incoming,
+        stage.settings(plan.config),
+        plan.context(with_parent=False),
+    )
+    out = _write_found(found, plan.stage_dir(f"{name}-x{step}"), f"part-{part:05d}", parts)
+    return {"path": out, "found": found.height, **_task_facts(started)}
+
+
+STEP_TASKS = {
+    "part": part_task,
+    "keys": keys_task,
+    "reduce": reduce_task,
+    "exchange": exchange_task,
+}
 
 
 @flow(name="stage-parts")
@@ -523,9 +572,9 @@ def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
 
 @task(**TASK_OPTIONS)
 def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
-    """Run a by-key stage: its keys part by part, written in one key partition per part; each
-    partition reduced; the decisions made here from what the partitions found (ids and
-    hashes, never records); then each part edited by them."""
+    """Run a by-key stage: its keys part by part, sent to P key partitions (P = the number of
+    parts); each partition reduced; its exchanges part by part; the decisions made here from
+    what the last step found (ids and hashes, never records); then each part edited by them."""
     stage = STAGES[name]
     by_key, settings, slim = stage.load(), stage.settings(plan.config), _slim(plan)
     records = _rows(input_dir)
@@ -535,9 +584,18 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
         slim, name, "keys", {"part": list(range(partitions)), "offset": offsets},
         {"input_dir": input_dir, "partitions": partitions},
     )  # fmt: skip
-    reduced = _map_step(slim, name, "reduce", {"partition": list(range(partitions))}, {})
+    reduced = _map_step(
+        slim, name, "reduce", {"partition": list(range(partitions))}, {"parts": partitions}
+    )
+    found, exchanged = [task["path"] for task in reduced], []
+    for step in range(len(by_key.exchanges)):  # each reads what the step before sent its part
+        sent = _map_step(
+            slim, name, "exchange", {"part": list(range(partitions)), "offset": offsets},
+            {"input_dir": input_dir, "step": step, "parts": partitions},
+        )  # fmt: skip
+        found, exchanged = [task["path"] for task in sent], exchanged + sent
     decided = by_key.decide(
-        pl.scan_parquet([found["path"] for found in reduced]),
+        pl.scan_parquet(found),
         pl.scan_parquet(Path(input_dir) / "*.parquet"),
         settings,
         plan.context(),
@@ -551,7 +609,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     accounting |= {
         "key_partitions": partitions,
         "keys": sum(part["keys"] for part in keyed),
-        "keys_peak_rss_mb": max(task["peak_rss_mb"] for task in keyed + reduced),
+        "keys_peak_rss_mb": max(task["peak_rss_mb"] for task in keyed + reduced + exchanged),
     }
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
 

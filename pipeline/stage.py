@@ -13,9 +13,10 @@ publish the *sink* (`publish(frame, cfg, ctx, staging_dir, extra)`: it writes a 
 A stage whose decisions need every record (which segments repeat across documents, which
 copies of a text to keep) but whose state is only keys is a `ByKey`: `keys` reads one part
 and returns its keys, `reduce` reads every part's keys of one key partition and finds what it
-must, `decide` reads every partition's findings (small: ids and hashes) and makes the
-decisions, and `apply` edits one part by them. The runner spreads the parts and the
-partitions over tasks; called as a stage function, a ByKey runs the four steps on every
+must, `exchanges` (when a decision needs the parts' records again, such as measuring the pairs
+a reduce proposed) pass rows from part to part, `decide` reads the findings (small: ids and
+hashes) and makes the decisions, and `apply` edits one part by them. The runner spreads the parts and the
+partitions over tasks; called as a stage function, a ByKey runs its steps on every
 record at once, with the same answer.
 
 `CURATE_STAGES` is the one list of the stages in order. flows/curate.py builds its tasks from
@@ -130,12 +131,20 @@ class Decided:
 
 @dataclass(frozen=True)
 class ByKey:
-    """A stage run as keys per part → reduce per key partition → one decide → apply per part.
+    """A stage run as keys per part → reduce per key partition → [exchanges per part] → one
+    decide → apply per part.
 
-    keys(part, cfg, ctx) -> DataFrame with `_key`, a hex digest (its first 15 digits choose the
-    key partition), and what reduce needs; reduce(keys, cfg) -> what one partition found;
+    keys(part, cfg, ctx) -> DataFrame with `_key` (a hex digest, whose first 15 digits choose
+    the key partition, or an integer hash, whose high bits do) and what reduce needs; with
+    exchanges, the runner adds `_part`, the number of the part a row comes from.
+    reduce(keys, cfg) -> what one partition found.
+    exchanges: steps that need the parts' records again (such as measuring the pairs a reduce
+    proposed): each `exchange(part, incoming, cfg, ctx) -> DataFrame` reads the rows sent to its
+    part by the step before (reduce's, or the exchange's before it: rows carry `_to_part`, the
+    number of the part they are for, which the runner removes) and sends its own on the same
+    way; the last one's rows, not sent anywhere, are what decide reads.
     decide(found, records, cfg, ctx) -> Decided (`records`, the stage's whole input as a lazy
-    scan, is for the few records a decision must show in full, such as a review item's);
+    scan, is for the few records a decision must show in full, such as a review item's).
     apply(part, decisions, cfg, ctx) -> the part's StageResult, whose stats add up over the
     parts (`decisions` is a LazyFrame: a part reads only what concerns it)."""
 
@@ -143,10 +152,16 @@ class ByKey:
     reduce: Callable[..., pl.DataFrame]
     decide: Callable[..., Decided]
     apply: Callable[..., StageResult]
+    exchanges: tuple[Callable[..., pl.DataFrame], ...] = ()
 
     def __call__(self, frame: pl.LazyFrame, cfg: Any, ctx: RunContext) -> StageResult:
         """The stage on every record at once: one part, one key partition."""
-        found = self.reduce(self.keys(frame, cfg, ctx).lazy(), cfg)
+        keys = self.keys(frame, cfg, ctx)
+        if self.exchanges:
+            keys = keys.with_columns(pl.lit(0, pl.UInt32).alias("_part"))
+        found = self.reduce(keys.lazy(), cfg)
+        for exchange in self.exchanges:
+            found = exchange(frame, sent_to(found.lazy(), 0), cfg, ctx)
         decided = self.decide(found.lazy(), frame, cfg, ctx)
         result = self.apply(frame, decided.decisions.lazy(), cfg, ctx)
         result.stats = self.merge_stats(decided.stats, [result.stats])
@@ -160,9 +175,19 @@ class ByKey:
         return dict(sorted((add_counts(parts) | decided).items()))
 
 
-def key_partition(key: pl.Expr, partitions: int) -> pl.Expr:
-    """The key partition of a hex-digest key: the same for a key on every part and worker."""
-    return (key.str.slice(0, 15).str.to_integer(base=16) % partitions).cast(pl.UInt32)
+def key_partition(key: pl.Expr, partitions: int, dtype: pl.DataType) -> pl.Expr:
+    """The key partition of a key of `dtype` (a hex digest, or an integer hash): the same for
+    a key on every part and worker."""
+    if dtype == pl.String:
+        number = key.str.slice(0, 15).str.to_integer(base=16)
+    else:  # a hash's high bits are its best mixed
+        number = key // (1 << 40)
+    return (number % partitions).cast(pl.UInt32)
+
+
+def sent_to(rows: pl.LazyFrame, part: int) -> pl.LazyFrame:
+    """The rows of a ByKey step that are sent to `part`, without their address."""
+    return rows.filter(pl.col("_to_part") == part).drop("_to_part")
 
 
 def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -191,7 +216,10 @@ CURATE_STAGES: tuple[Stage, ...] = (
         "exact_dedup", "dedup", "pipeline.dedup.exact:exact_dedup", runs="by_key",
         adds=("cluster_id", "label"),
     ),
-    Stage("near_dedup", "dedup", "pipeline.dedup.near:near_dedup", adds=("cluster_id",)),
+    Stage(
+        "near_dedup", "dedup", "pipeline.dedup.near:near_dedup", runs="by_key",
+        adds=("cluster_id",),
+    ),
     Stage(
         "boilerplate", "dedup", "pipeline.dedup.boilerplate:boilerplate", runs="by_key",
         adds=("text", "content_hash"),

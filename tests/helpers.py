@@ -23,7 +23,7 @@ from pipeline.ingest.stage import ingest
 from pipeline.publish.stage import publish
 from pipeline.publish.version import StagedVersion
 from pipeline.split.stage import split
-from pipeline.stage import RunContext
+from pipeline.stage import ByKey, RunContext, StageResult, key_partition, sent_to
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHANGELOGS = FIXTURES / "debian"
@@ -258,3 +258,37 @@ def german_message() -> tuple[str, str]:
         and msgid.endswith(".")
     ]
     return min(pairs, key=lambda pair: (-len(pair[0]), pair[0]))
+
+
+def run_in_parts(
+    by_key: ByKey, frame: pl.LazyFrame, cfg, ctx: RunContext, parts: int
+) -> StageResult:
+    """A ByKey run as the runner runs it, in this process: `frame` cut into `parts` parts, the
+    keys sent to as many key partitions, each exchange's rows sent part to part, one decide,
+    apply per part. Its records (sorted by record_id), events (sorted) and stats."""
+    rows = frame.collect()
+    size = -(-rows.height // parts) or 1
+    pieces = [rows.slice(start, size).lazy() for start in range(0, max(rows.height, 1), size)]
+    keys = []
+    for number, piece in enumerate(pieces):
+        part_keys = by_key.keys(piece, cfg, ctx)
+        if by_key.exchanges:
+            part_keys = part_keys.with_columns(pl.lit(number, pl.UInt32).alias("_part"))
+        keys.append(part_keys)
+    keys = pl.concat(keys)
+    partition = key_partition(pl.col("_key"), len(pieces), keys.schema["_key"])
+    found = pl.concat(
+        by_key.reduce(keys.filter(partition == k).lazy(), cfg) for k in range(len(pieces))
+    )
+    for exchange in by_key.exchanges:
+        found = pl.concat(
+            exchange(piece, sent_to(found.lazy(), number), cfg, ctx)
+            for number, piece in enumerate(pieces)
+        )
+    decided = by_key.decide(found.lazy(), frame, cfg, ctx)
+    results = [by_key.apply(piece, decided.decisions.lazy(), cfg, ctx) for piece in pieces]
+    return StageResult(
+        frame=pl.concat(result.frame for result in results).sort("record_id"),
+        events=pl.concat(result.events for result in results).sort("record_id"),
+        stats=by_key.merge_stats(decided.stats, [result.stats for result in results]),
+    )

@@ -1,314 +1,332 @@
-"""Near-duplicate dedup by MinHash LSH (`dedup.minhash`), in bounded memory.
+"""Near-duplicate dedup by MinHash LSH (`dedup.minhash`), run by key in bounded memory.
 
-1. Records are read in batches of `batch_records`; each batch's signatures (pipeline/text/minhash.py)
-   and LSH band keys are written to Parquet in the run folder, so memory holds one batch.
-2. Candidate pairs come from polars group-bys over the band table: every member of a bucket
-   (records with equal keys in one band) is linked to the bucket's first record and to the
-   member before it, so a bucket of k records gives at most 2(k-1) edges, never all pairs.
-   Step 1 writes the band table partitioned by a hash of the key, and the buckets are found
-   partition by partition (a bucket lies in one), so memory holds one partition's rows.
-   Documents are numbered in record_id order (`_i` of the members frame), never in the order
-   rows arrive: which members are linked, and so which weak links verification sees and
-   which records are kept, depends on the records alone.
-3. With `verify` (the default), each candidate pair's exact Jaccard similarity of shingle sets
-   decides: at or above `threshold` a duplicate, at or above `related_threshold` (when set;
-   bands are then tuned to it) a link between related records; without `verify` every
-   candidate is a duplicate, as in datasketch. Step 1 also writes each batch's shingle sets;
-   verification reads each batch's file twice (PairSimilarity._exact), however the pairs
-   spread over batches, and holds one batch's sets and the pairs that touch it.
-4. pipeline/dedup/duplicates.py clusters the duplicates (union-find), keeps one record per cluster
-   and drops the others with reason `near_duplicate`, evidence naming the kept record and
-   their similarity (exact Jaccard with `verify`, else the signatures' estimate); a cluster
-   whose members carry different labels is settled by pipeline/dedup/label_conflicts.py first.
+It runs as a ByKey (pipeline/stage.py) with two exchanges between its parts:
+
+1. keys, per part: each text's signature (pipeline/text/minhash.py, `batch_records` texts at
+   a time) and its LSH band keys, one row per (band, key, document). A document is the uint64
+   of its record id's first 16 hex digits (`doc_ids`): its order is the record-id order.
+2. reduce, per key partition: candidate pairs from the buckets (records with equal keys in one
+   band; a bucket lies in one partition): every member linked to the bucket's first document
+   and to the member before it, so a bucket of k records gives at most 2(k-1) pairs, never
+   all, and a weak link still leaves verification a second path. Which members are linked
+   depends on the record ids alone, never on the order rows arrive or how they are parted.
+3. gather, per part: the pairs whose right document it holds, each once, with that
+   document's shingle set (with `verify`, the default) or signature, sent to the left
+   document's part;
+4. measure, per part: the exact Jaccard similarity of each pair's shingle sets (or, without
+   `verify`, the share of equal signature positions, as in datasketch);
+5. decide, once: pairs at or above `threshold` are duplicates, pairs at or above
+   `related_threshold` (when set; bands are then tuned to it) link related records;
+   pipeline/dedup/duplicates.py clusters them (union-find), keeps one record per cluster and
+   drops the others with reason `near_duplicate`, evidence naming the kept record and their
+   similarity; a cluster whose members carry different labels is settled by
+   pipeline/dedup/label_conflicts.py first. It reads the keep rule's columns of the records in
+   some pair only, and the texts of the few dropped records whose kept record was not their
+   candidate (a chain A~B~C), to measure those pairs too;
+6. apply, per part: the part's drops and new cluster ids.
+
+No step holds more than one part's texts; the decision holds pairs and the members of pairs.
 """
 
 from __future__ import annotations
-
-import shutil
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from pipeline.config import DedupConfig, MinHashConfig
-from pipeline.core import ledger, reasons
-from pipeline.core.arrays import sorted_unique
-from pipeline.core.clusters import with_cluster_ids
-from pipeline.core.progress import progress
-from pipeline.dedup import duplicates
-from pipeline.stage import RunContext, StageResult
+from pipeline.core import reasons
+from pipeline.core.identity import xxh3_128_hex
+from pipeline.dedup import duplicates, label_conflicts
+from pipeline.stage import ByKey, Decided, RunContext, StageResult
 from pipeline.text import minhash
 
 STAGE = "near_dedup"
-THREADS = 2  # batches indexed at once; each holds `batch_records` texts in memory
-PAIR_CHUNK = 50_000  # pairs verified at once
-BAND_ROWS_PER_PARTITION = 4_000_000  # band-table rows grouped at once (~100 bytes each)
-CANDIDATE_SCHEMA = {"left": pl.UInt32, "right": pl.UInt32}
+PAIR_CHUNK = 50_000  # pairs measured at once
+KEY_SCHEMA = {"_key": pl.UInt64, "band": pl.UInt16, "doc": pl.UInt64}
+PAIR_SCHEMA = {"left": pl.UInt64, "right": pl.UInt64, "similarity": pl.Float64}
 
 
-def near_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
-    frame = with_cluster_ids(frame)
+def doc_ids(record_ids: pl.Series) -> pl.Series:
+    """The document number of each record id: the uint64 of its first 16 hex digits, so that
+    documents sort as their record ids do (ingest's ids are 32-digit hex digests); an id of
+    another form (made by hand, as in tests) is numbered by its xxh3 digest instead."""
+    hexed = record_ids.str.len_bytes().eq(32) & record_ids.str.contains("^[0-9a-f]+$")
+    digits = pl.select(
+        pl.when(pl.lit(hexed)).then(pl.lit(record_ids)).otherwise(pl.lit(xxh3_128_hex(record_ids)))
+    ).to_series()
+    return digits.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64).alias("doc")
+
+
+def _bands(settings: MinHashConfig) -> tuple[int, int]:
+    lowest = settings.related_threshold or settings.threshold  # the least similar pair wanted
+    return minhash.optimal_bands(lowest, settings.num_perm, settings.false_positive_weight)
+
+
+def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
+    """The band keys of a part's texts that have shingles (the others cannot be near
+    duplicates), `batch_records` texts at a time."""
     settings = cfg.minhash
     if settings is None:
-        return StageResult(frame=frame, events=ledger.empty(), stats={"dropped": 0})
-    started = time.perf_counter()
-    members = duplicates.members_frame(frame, cfg.keep, ctx)
-    work = ctx.run_dir / "near_dedup-work"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    try:
-        lowest = settings.related_threshold or settings.threshold  # the least similar pair wanted
-        bands, rows = minhash.optimal_bands(
-            lowest, settings.num_perm, settings.false_positive_weight
+        return pl.DataFrame(schema=KEY_SCHEMA)
+    bands, rows = _bands(settings)
+    records = frame.select("record_id", "text").collect()
+    found = [pl.DataFrame(schema=KEY_SCHEMA)]
+    for batch in records.iter_slices(settings.batch_records):
+        shingles = minhash.shingle_hashes(batch["text"], settings.ngram, settings.char_ngram)
+        signature = minhash.signatures(shingles, batch.height, settings.num_perm, settings.seed)
+        present = minhash.has_shingles(shingles, batch.height)
+        docs = doc_ids(batch["record_id"]).to_numpy()[present]
+        keys = minhash.band_keys(signature[present], bands, rows)
+        found.append(
+            pl.DataFrame(
+                {
+                    "_key": keys.ravel(),
+                    "band": np.tile(np.arange(bands, dtype=np.uint16), len(docs)),
+                    "doc": np.repeat(docs, bands),
+                },
+                schema=KEY_SCHEMA,
+            )
         )
-        texts = texts_by_record_id(frame, work)
-        partitions = max(1, -(-members.height * bands // BAND_ROWS_PER_PARTITION))
-        shingled = index_batches(texts, members.height, settings, bands, rows, work, partitions)
-        candidates = candidate_pairs(work)
-        measure = PairSimilarity(settings, work)
-        similarity = measure(candidates)
-        candidates = candidates.with_columns(similarity.alias("similarity"))
+    return pl.concat(found)
+
+
+def _candidates(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
+    """The candidate pairs of one key partition's buckets, each once, left < right, sent to
+    the part of the right document (`_to_part`)."""
+    bucket = ("band", "_key")
+    shared = keys.group_by(bucket).agg(pl.len().alias("size")).filter(pl.col("size") > 1)
+    members = (
+        keys.join(shared.select(bucket), on=bucket, how="semi")
+        .collect(engine="streaming")
+        .sort("band", "_key", "doc")
+    )
+    linked = members.select(
+        pl.col("doc").alias("right"),
+        pl.col("_part").alias("_to_part"),
+        pl.col("doc").first().over(bucket).alias("root"),
+        pl.col("_part").first().over(bucket).alias("root_part"),
+        pl.col("doc").shift(1).over(bucket).alias("previous"),
+        pl.col("_part").shift(1).over(bucket).alias("previous_part"),
+    )
+    pairs = pl.concat(
+        [
+            linked.select(left="root", left_part="root_part", right="right", _to_part="_to_part"),
+            linked.filter(pl.col("previous").is_not_null()).select(
+                left="previous", left_part="previous_part", right="right", _to_part="_to_part"
+            ),
+        ]
+    )
+    return (
+        pairs.filter(pl.col("left") != pl.col("right"))
+        .unique(["left", "right"])
+        .sort("left", "right")
+    )
+
+
+def _gather(
+    part: pl.LazyFrame, pairs: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> pl.DataFrame:
+    """The pairs whose right document is in this part, each once (several key partitions
+    find some), with that document's sketch, sent to the left document's part."""
+    pairs = pairs.unique(["left", "right"]).collect()
+    sketches = _part_sketches(part, pairs["right"], cfg.minhash)
+    return pairs.join(
+        sketches.rename({"doc": "right", "sketch": "right_sketch"}), on="right"
+    ).select("left", "right", "right_sketch", pl.col("left_part").alias("_to_part"))
+
+
+def _measure(
+    part: pl.LazyFrame, gathered: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> pl.DataFrame:
+    """The similarity of the pairs whose left document is in this part, PAIR_CHUNK at a time."""
+    settings = cfg.minhash
+    lefts = _part_sketches(part, gathered.select("left").collect()["left"], settings)
+    measured = [pl.DataFrame(schema=PAIR_SCHEMA)]
+    for chunk in gathered.collect_batches(chunk_size=PAIR_CHUNK):
+        chunk = chunk.join(lefts.rename({"doc": "left"}), on="left")
+        similarity = _similarity(chunk["sketch"], chunk["right_sketch"], settings)
+        measured.append(chunk.select("left", "right", similarity.alias("similarity")))
+    return pl.concat(measured).sort("left", "right")
+
+
+def _part_sketches(part: pl.LazyFrame, docs: pl.Series, settings: MinHashConfig) -> pl.DataFrame:
+    """(doc, sketch) of the part's records among `docs` (none read when there are none)."""
+    if docs.is_empty():
+        return pl.DataFrame(schema={"doc": pl.UInt64, "sketch": _sketch_dtype(settings)})
+    records = part.select("record_id", "text").collect()
+    records = records.with_columns(doc_ids(records["record_id"])).filter(
+        pl.col("doc").is_in(docs.unique().implode())
+    )
+    return records.select("doc", _sketches(records["text"], settings).alias("sketch"))
+
+
+def _sketches(texts: pl.Series, settings: MinHashConfig) -> pl.Series:
+    """What the similarity of two texts is measured on: the set of their shingle hashes with
+    `verify`, else their signature; `batch_records` texts at a time."""
+    found = []
+    for start in range(0, len(texts), settings.batch_records):
+        batch = texts.slice(start, settings.batch_records)
+        shingles = minhash.shingle_hashes(batch, settings.ngram, settings.char_ngram)
         if settings.verify:
-            dups = candidates.filter(pl.col("similarity") >= settings.threshold)
-            related = candidates.filter(
-                pl.col("similarity").is_between(lowest, settings.threshold, closed="left")
+            sets = shingles.group_by("doc").agg(pl.col("hash").unique())
+            found.append(
+                pl.DataFrame({"doc": np.arange(len(batch), dtype=np.uint32)}).join(
+                    sets, on="doc", how="left", maintain_order="left"
+                )["hash"]
             )
         else:
-            dups, related = candidates, candidates.clear()
-        resolution = duplicates.resolve(members, dups, related, cfg.keep)
-        stats = {
-            "records": members.height,
-            "shingled": shingled,
-            "bands": bands,
-            "rows": rows,
-            "band_partitions": partitions,
-            "candidate_pairs": candidates.height,
-            "duplicate_pairs": dups.height,
-            "related_pairs": related.height,
-        }
-        result = duplicates.apply(
-            frame,
-            resolution,
-            members,
-            stage=STAGE,
-            reason=reasons.NEAR_DUPLICATE,
-            method="minhash",
-            similarity=lambda pairs: measure(pairs.rename({"_i": "right", "kept_i": "left"})),
-            ctx=ctx,
-            stats=stats,
-            labels=cfg.label_conflicts,
+            signature = minhash.signatures(shingles, len(batch), settings.num_perm, settings.seed)
+            found.append(pl.Series("hash", signature, pl.Array(pl.UInt32, settings.num_perm)))
+    if not found:
+        return pl.Series("hash", [], _sketch_dtype(settings))
+    return pl.concat(found)
+
+
+def _sketch_dtype(settings: MinHashConfig | None) -> pl.DataType:
+    if settings is None or settings.verify:
+        return pl.List(pl.UInt64)
+    return pl.Array(pl.UInt32, settings.num_perm)
+
+
+def _similarity(left: pl.Series, right: pl.Series, settings: MinHashConfig) -> pl.Series:
+    """Exact Jaccard of shingle sets, or the share of equal signature positions."""
+    if not settings.verify:
+        return pl.Series(minhash.estimated_jaccard(left.to_numpy(), right.to_numpy()))
+    common = left.list.set_intersection(right).list.len().fill_null(0)
+    union = left.list.len().fill_null(0) + right.list.len().fill_null(0) - common
+    return (common.cast(pl.Float64) / union).fill_nan(0.0)
+
+
+def _decide(
+    measured: pl.LazyFrame, records: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> Decided:
+    """Duplicates and related pairs from the measured candidates; clusters resolved from the
+    keep rule's columns of the records in some pair."""
+    settings = cfg.minhash
+    if settings is None:
+        return Decided(pl.DataFrame(schema=duplicates.DECISION_SCHEMA), {"dropped": 0})
+    bands, rows = _bands(settings)
+    lowest = settings.related_threshold or settings.threshold
+    measured = measured.collect()
+    wanted = measured.filter(pl.col("similarity") >= lowest) if settings.verify else measured
+    docs = pl.concat([wanted["left"], wanted["right"]]).unique()
+    members = _members(records, docs, cfg, ctx)
+    pairs = _numbered_pairs(measured, members)
+    if settings.verify:
+        dups = pairs.filter(pl.col("similarity") >= settings.threshold)
+        related = pairs.filter(
+            pl.col("similarity").is_between(lowest, settings.threshold, closed="left")
         )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    result.stats["seconds"] = round(time.perf_counter() - started, 3)
-    return result
-
-
-def texts_by_record_id(frame: pl.LazyFrame, work: Path) -> pl.LazyFrame:
-    """The texts in record_id order, the numbering of the members frame, written once to the
-    work folder so that the batches read them by position."""
-    path = work / "texts.parquet"
-    frame.select("record_id", "text").sort("record_id").select("text").sink_parquet(
-        path, compression="lz4"
+    else:
+        dups, related = pairs, pairs.clear()
+    resolution = duplicates.resolve(members, dups, related, cfg.keep)
+    stats = {
+        "records": records.select(pl.len()).collect().item(),
+        "bands": bands,
+        "rows": rows,
+        "candidate_pairs": measured.height,
+        "duplicate_pairs": dups.height,
+        "related_pairs": related.height,
+    }
+    return duplicates.decide(
+        members.drop("doc"),
+        resolution,
+        records,
+        stage=STAGE,
+        reason=reasons.NEAR_DUPLICATE,
+        method="minhash",
+        similarity=lambda asked: _evidence_similarity(asked, pairs, members, records, settings),
+        ctx=ctx,
+        stats=stats,
+        labels=cfg.label_conflicts,
     )
-    return pl.scan_parquet(path)
 
 
-def index_batches(
-    texts: pl.LazyFrame,
-    n: int,
+def _members(
+    records: pl.LazyFrame, docs: pl.Series, cfg: DedupConfig, ctx: RunContext
+) -> pl.DataFrame:
+    """The keep rule's columns (duplicates.numbered) of the records whose document is in
+    `docs`, read streaming."""
+    doc = pl.col("record_id").map_batches(doc_ids, pl.UInt64, is_elementwise=True).alias("doc")
+    involved = records.with_columns(doc).join(pl.LazyFrame({"doc": docs}), on="doc", how="semi")
+    members = duplicates.member_columns(involved, extra=("doc",)).collect(engine="streaming")
+    if members["doc"].n_unique() < members.height:
+        shared = members.filter(pl.col("doc").is_duplicated())["record_id"].head(2).to_list()
+        raise ValueError(
+            f"record ids {shared} share their first 64 bits: near dedup cannot tell them apart"
+        )
+    return duplicates.numbered(members, cfg.keep, ctx)
+
+
+def _numbered_pairs(measured: pl.DataFrame, members: pl.DataFrame) -> pl.DataFrame:
+    """The measured pairs between members, by their `_i`, smaller first."""
+    index = members.select("doc", "_i")
+    return (
+        measured.join(index.rename({"doc": "left", "_i": "a"}), on="left")
+        .join(index.rename({"doc": "right", "_i": "b"}), on="right")
+        .select(
+            pl.min_horizontal("a", "b").alias("left"),
+            pl.max_horizontal("a", "b").alias("right"),
+            "similarity",
+        )
+    )
+
+
+def _evidence_similarity(
+    asked: pl.DataFrame,
+    pairs: pl.DataFrame,
+    members: pl.DataFrame,
+    records: pl.LazyFrame,
     settings: MinHashConfig,
-    bands: int,
-    rows: int,
-    work: Path,
-    partitions: int,
-) -> int:
-    """Write signatures and band keys of all texts, batch by batch, two batches at a time
-    (polars and numpy release the GIL), the band keys in `partitions` partitions by a hash of
-    the key; return how many texts have shingles (the others cannot be near duplicates and
-    are left out)."""
-
-    def index(number: int) -> int:
-        offset = number * settings.batch_records
-        batch = texts.slice(offset, settings.batch_records).collect()["text"]
-        shingles = minhash.shingle_hashes(batch, settings.ngram, settings.char_ngram)
-        signature = minhash.signatures(shingles, len(batch), settings.num_perm, settings.seed)
-        present = minhash.has_shingles(shingles, len(batch))
-        docs = np.arange(offset, offset + len(batch), dtype=np.uint32)[present]
-        signature = signature[present]
-        keys = minhash.band_keys(signature, bands, rows)
-        if settings.verify:  # verification reads the shingle sets back, batch by batch
-            sets = shingles.group_by("doc").agg(pl.col("hash").unique())
-            pl.DataFrame({"doc": np.arange(len(batch), dtype=np.uint32)}).join(
-                sets, on="doc", how="left", maintain_order="left"
-            ).select("hash").write_parquet(work / f"shingles-{number:05d}.parquet")
-        else:  # only the estimated similarity reads them again
-            pl.DataFrame({"doc": docs, "signature": signature}).write_parquet(
-                work / f"signatures-{number:05d}.parquet", compression="lz4"
-            )
-        band_table = pl.DataFrame(
-            {
-                "band": np.tile(np.arange(bands, dtype=np.uint16), len(docs)),
-                "key": keys.ravel(),
-                "doc": np.repeat(docs, bands),
-            }
-        )
-        # the key's high bits are its best mixed
-        partition = (pl.col("key") // (1 << 40)) % partitions
-        split = band_table.with_columns(partition.alias("_part"))
-        for (part,), rows_of_part in split.partition_by("_part", as_dict=True).items():
-            folder = work / "bands" / f"part-{part:04d}"
-            folder.mkdir(parents=True, exist_ok=True)
-            rows_of_part.drop("_part").write_parquet(
-                folder / f"batch-{number:05d}.parquet", compression="lz4"
-            )
-        advance(len(batch))
-        return len(docs)
-
-    batches = range(-(-n // settings.batch_records))
-    with progress("minhash signatures", n) as advance, ThreadPoolExecutor(THREADS) as pool:
-        return sum(pool.map(index, batches))
-
-
-def candidate_pairs(work: Path) -> pl.DataFrame:
-    """(left, right) row pairs that share a bucket in some band: every member of a bucket
-    paired with the bucket's smallest row and with the member before it (at most 2(k-1)
-    pairs for k members, so verification still has a second path when the smallest row
-    is the odd one out), left < right, each pair once, sorted. Found partition by partition
-    of the band table: a bucket's rows are all in one."""
-    found = [_partition_pairs(folder) for folder in sorted((work / "bands").glob("part-*"))]
-    # unique on one uint64 key a pair: polars' unique on the two columns held a hash table
-    # about ten times the pairs' size
-    return _pairs_of_keys(sorted_unique(np.concatenate([np.empty(0, np.uint64), *found])))
-
-
-def _partition_pairs(folder: Path) -> np.ndarray:
-    """The pair keys (_pair_keys) of one partition of the band table, each once."""
-    bands = pl.scan_parquet(folder / "*.parquet")
-    shared = (
-        bands.group_by("band", "key")
-        .agg(pl.col("doc").min().alias("root"), pl.len().alias("size"))
-        .filter(pl.col("size") > 1)
+) -> pl.Series:
+    """The similarity of each (_i, kept_i): measured already when the two were candidates,
+    else (a chain) measured here from the two records' texts."""
+    asked = asked.select(
+        pl.min_horizontal("_i", "kept_i").alias("left"),
+        pl.max_horizontal("_i", "kept_i").alias("right"),
     )
-    members = (
-        bands.join(shared, on=["band", "key"])
-        .select("band", "key", "root", "doc")
-        .collect(engine="streaming")
-        .sort("band", "key", "doc")
-    )
-    previous = members.select(pl.col("doc").shift(1).over("band", "key"))["doc"]
-    doc = members["doc"].to_numpy()
-    linked = previous.is_not_null().to_numpy()
-    left = np.concatenate([members["root"].to_numpy(), previous.fill_null(0).to_numpy()[linked]])
-    right = np.concatenate([doc, doc[linked]])
-    apart = left != right
-    return sorted_unique(_pair_keys(left[apart], right[apart]))
-
-
-class PairSimilarity:
-    """The similarity of (left, right) row pairs: exact Jaccard of their shingle sets with
-    `verify`, else the fraction of equal signature positions. The similarities it measured
-    (and the signatures it read) are kept for later calls, by a sorted array of pair keys
-    (left << 32 | right, left < right): at tens of millions of pairs a join would hold a hash
-    table several times their size."""
-
-    def __init__(self, settings: MinHashConfig, work: Path):
-        self.settings, self.work = settings, work
-        self.signatures = pl.DataFrame(
-            schema={"doc": pl.UInt32, "signature": pl.Array(pl.UInt32, settings.num_perm)}
+    known = asked.join(pairs, on=["left", "right"], how="left", maintain_order="left")
+    missing = known.filter(pl.col("similarity").is_null()).select("left", "right").unique()
+    if missing.height:
+        ids = members.select("_i", "record_id")
+        wanted = ids.filter(
+            pl.col("_i").is_in(pl.concat([missing["left"], missing["right"]]).implode())
         )
-        self.keys = np.empty(0, dtype=np.uint64)  # sorted
-        self.values = np.empty(0, dtype=np.float64)
-
-    def __call__(self, pairs: pl.DataFrame) -> pl.Series:
-        """Similarities in the order of `pairs`; pairs measured before are not measured again."""
-        keys = _pair_keys(pairs["left"].to_numpy(), pairs["right"].to_numpy())
-        found, at = self._lookup(keys)
-        missing = sorted_unique(keys[~found])
-        if missing.size:
-            new = _pairs_of_keys(missing)
-            keys_and_new = np.concatenate([self.keys, missing])
-            order = np.argsort(keys_and_new)
-            values = np.concatenate([self.values, self._measure(new).to_numpy()])
-            self.keys, self.values = keys_and_new[order], values[order]
-            found, at = self._lookup(keys)
-        return pl.Series("similarity", self.values[at], dtype=pl.Float64)
-
-    def _lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
-        found = self.keys[at] == keys if len(self.keys) else np.zeros(len(keys), dtype=bool)
-        return found, at
-
-    def _measure(self, pairs: pl.DataFrame) -> pl.Series:
-        if not pairs.height:
-            return pl.Series("similarity", [], dtype=pl.Float64)
-        return (self._exact if self.settings.verify else self._estimated)(pairs)
-
-    def _exact(self, pairs: pl.DataFrame) -> pl.Series:
-        """Exact Jaccard in two passes over the shingle files, so each batch's file is read
-        twice however the pairs spread over batches: first each right row's set is gathered,
-        batch by batch of the right rows, into files sorted by the left row's batch; then,
-        batch by batch of the left rows, the left sets meet those right sets PAIR_CHUNK
-        pairs at a time. Memory holds one batch's sets and the pairs that touch it."""
-        size = self.settings.batch_records
-        numbered = pairs.with_row_index("_pair").with_columns(
-            (pl.col("left") // size).alias("_left_batch"),
-            (pl.col("right") // size).alias("_right_batch"),
+        texts = (
+            records.join(wanted.lazy().select("record_id"), on="record_id", how="semi")
+            .select("record_id", "text")
+            .collect(engine="streaming")
+            .join(ids, on="record_id")
         )
-        staged = self.work / "right-sets"
-        shutil.rmtree(staged, ignore_errors=True)
-        staged.mkdir()
-        by_right = numbered.partition_by("_right_batch", as_dict=True, include_key=False)
-        for (right_batch,), block in by_right.items():
-            sets = self._batch_sets(right_batch).gather(block["right"] % size)
-            block.select("_pair", "_left_batch", "left").with_columns(sets.alias("right_set")).sort(
-                "_left_batch"
-            ).write_parquet(staged / f"right-{right_batch:05d}.parquet", row_group_size=PAIR_CHUNK)
-        del by_right
-        parts = []
-        right_sets = pl.scan_parquet(staged / "*.parquet")
-        for left_batch in numbered["_left_batch"].unique().sort():
-            left_sets = self._batch_sets(left_batch)
-            block = right_sets.filter(pl.col("_left_batch") == left_batch).collect()
-            for start in range(0, block.height, PAIR_CHUNK):
-                chunk = block.slice(start, PAIR_CHUNK)
-                left = left_sets.gather(chunk["left"] % size)
-                right = chunk["right_set"]
-                common = left.list.set_intersection(right).list.len().fill_null(0)
-                union = left.list.len().fill_null(0) + right.list.len().fill_null(0) - common
-                similarity = (common.cast(pl.Float64) / union).fill_nan(0.0)
-                parts.append(chunk.select("_pair", similarity.alias("similarity")))
-        shutil.rmtree(staged, ignore_errors=True)
-        return pl.concat(parts).sort("_pair")["similarity"]
-
-    def _batch_sets(self, batch: int) -> pl.Series:
-        """The shingle sets of one batch's texts, by position."""
-        return pl.read_parquet(self.work / f"shingles-{batch:05d}.parquet")["hash"]
-
-    def _estimated(self, pairs: pl.DataFrame) -> pl.Series:
-        rows = pl.concat([pairs["left"], pairs["right"]]).unique()
-        new = rows.filter(~rows.is_in(self.signatures["doc"].implode()))
-        if new.len():
-            stored = pl.scan_parquet(self.work / "signatures-*.parquet")
-            found = stored.filter(pl.col("doc").is_in(new.implode())).collect()
-            self.signatures = pl.concat([self.signatures, found]).sort("doc")
-        order = self.signatures["doc"].to_numpy()
-        matrix = self.signatures["signature"].to_numpy()
-        left = matrix[np.searchsorted(order, pairs["left"].to_numpy())]
-        right = matrix[np.searchsorted(order, pairs["right"].to_numpy())]
-        return pl.Series("similarity", minhash.estimated_jaccard(left, right))
+        sketch = texts.select("_i", _sketches(texts["text"], settings).alias("sketch"))
+        both = missing.join(sketch.rename({"_i": "left"}), on="left").join(
+            sketch.rename({"_i": "right", "sketch": "right_sketch"}), on="right"
+        )
+        chained = both.select(
+            "left",
+            "right",
+            _similarity(both["sketch"], both["right_sketch"], settings).alias("new"),
+        )
+        known = known.join(chained, on=["left", "right"], how="left", maintain_order="left")
+        known = known.with_columns(pl.coalesce("similarity", "new").alias("similarity"))
+    return known["similarity"]
 
 
-def _pair_keys(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """One uint64 per unordered pair of rows: the smaller row in the high half."""
-    low, high = np.minimum(left, right), np.maximum(left, right)
-    return (low.astype(np.uint64) << np.uint64(32)) | high.astype(np.uint64)
+def _apply(
+    frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> StageResult:
+    """Drop a part's near duplicates and give its records their new cluster ids."""
+    kept, events = duplicates.apply_decisions(frame, decisions)
+    stats = {}
+    if cfg.minhash is not None and cfg.label_conflicts is not None:
+        stats["labelled_by_source"] = label_conflicts.labelled_by_source(frame)
+    return StageResult(frame=kept, events=events, stats=stats)
 
 
-def _pairs_of_keys(keys: np.ndarray) -> pl.DataFrame:
-    return pl.DataFrame(
-        {"left": (keys >> np.uint64(32)).astype(np.uint32), "right": keys.astype(np.uint32)},
-        schema=CANDIDATE_SCHEMA,
-    )
+near_dedup = ByKey(
+    keys=_keys,
+    reduce=_candidates,
+    exchanges=(_gather, _measure),
+    decide=_decide,
+    apply=_apply,
+)

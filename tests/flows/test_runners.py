@@ -28,7 +28,7 @@ from pipeline.config import RunConfig, RunnerConfig
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
 SIGNATURE = "Sent from my Thresher test phone: please do not reply to this automated message."
-KEYED = ("exact_dedup", "boilerplate")
+KEYED = ("exact_dedup", "near_dedup", "boilerplate")
 PER_PART = ("govern", "quality", *KEYED)  # the keyed stages: their apply steps
 
 
@@ -84,7 +84,12 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     # that only the whole of the exact dedup's keys can see
     conflict = {**signed[3], "id": "sms-copy-of-3", "sender": "sender-copy"}
     conflict["label"] = "spam" if signed[3]["label"] == "ham" else "ham"
-    signed.append(conflict)
+    # an edited copy in the last part of the longest message in the first: only the whole of
+    # the MinHash keys sees the pair, and the measuring crosses parts
+    longest = max(signed[:90], key=lambda row: len(row["text"].split()))
+    edited = {**longest, "id": "sms-edited-longest", "sender": "sender-edit"}
+    edited["text"] = longest["text"] + " ok"
+    signed += [conflict, edited]
     write_jsonl(sms_project.parent / "data" / "sms-1.jsonl", signed)
     whole = run_with(sms_project, {"kind": "local"}, "./work-whole")
     parts = run_with(sms_project, {"kind": "local", "part_rows": 97, "workers": 2}, "./work-parts")
@@ -94,7 +99,9 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     assert parts["quality"] == whole["quality"]  # counts, languages and nearest drops merged
     assert parts["dedup"]["boilerplate"] == whole["dedup"]["boilerplate"]
     assert parts["dedup"]["exact"] == whole["dedup"]["exact"]
+    assert parts["dedup"]["minhash"] == whole["dedup"]["minhash"]
     assert whole["dedup"]["exact"]["dropped"] > 5
+    assert whole["dedup"]["minhash"]["dropped"] >= 1
     assert whole["dedup"]["exact"]["label_conflicts"]["queued"] >= 1
     assert whole["dedup"]["boilerplate"]["edited"] >= 25
     assert whole["dedup"]["boilerplate"]["top"][0]["documents"] >= 25
@@ -150,7 +157,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     on_dask = json.loads(run.stdout)
     assert on_dask["dataset_hash"] == whole["dataset_hash"]
     assert on_dask["reasons"] == whole["reasons"] and on_dask["quality"] == whole["quality"]
-    for method in ("exact", "boilerplate"):
+    for method in ("exact", "minhash", "boilerplate"):
         assert on_dask["dedup"][method] == whole["dedup"][method]
     keyed = sum(parts["steps"][name]["key_partitions"] for name in KEYED)
     assert keyed == sum(parts["steps"][name]["parts"] for name in KEYED)
@@ -159,6 +166,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         "part_task": sum(parts["steps"][name]["parts"] for name in PER_PART),
         "keys_task": keyed,
         "reduce_task": keyed,
+        "exchange_task": 2 * parts["steps"]["near_dedup"]["parts"],  # gather, measure
     }
 
 

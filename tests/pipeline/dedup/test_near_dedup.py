@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from helpers import as_records, changelog_changes, jaccard, reference_shingles
+from helpers import as_records, changelog_changes, jaccard, reference_shingles, run_in_parts
 
 from pipeline.config import DedupConfig, RunConfig, config_hash
 from pipeline.core import reasons
@@ -176,19 +176,18 @@ def test_same_input_same_clusters_whatever_the_batch_size(
         for i, t in enumerate(sms_spam["text"].unique(maintain_order=True).head(2500))
     ]
     first = run(rows, context(tmp_path))
-    monkeypatch.setattr(near, "PAIR_CHUNK", 50)  # many chunks, and row groups of the staged sets
+    monkeypatch.setattr(near, "PAIR_CHUNK", 50)  # many chunks of measured pairs
     second = run(rows, context(tmp_path), DedupConfig(minhash={"batch_records": 1000}))
     monkeypatch.undo()
     assert first.events.equals(second.events)
     assert first.frame.collect().sort("record_id").equals(second.frame.collect().sort("record_id"))
     assert first.stats["dropped"] >= len(changelog_entries)
-    assert not (tmp_path / "run" / "near_dedup-work").exists()  # spilled files are removed
-    # the band table grouped in many partitions finds the same buckets as in one
-    monkeypatch.setattr(near, "BAND_ROWS_PER_PARTITION", 2000)
-    third = run(rows, context(tmp_path))
-    assert first.stats["band_partitions"] == 1 and third.stats["band_partitions"] > 10
-    assert third.stats["candidate_pairs"] == first.stats["candidate_pairs"]
-    assert first.events.equals(third.events)
+    # cut in parts (and the keys in as many partitions), shuffled: the same decisions
+    shuffled = as_records(random.Random(3).sample(rows, len(rows)), source="src")
+    parted = run_in_parts(near_dedup, shuffled, DEFAULT, context(tmp_path), parts=7)
+    assert parted.stats["candidate_pairs"] == first.stats["candidate_pairs"]
+    assert parted.events.equals(first.events.sort("record_id"))
+    assert parted.frame.collect().equals(first.frame.collect().sort("record_id"))
 
 
 def test_related_records_of_different_groups_share_a_cluster_and_stay(tmp_path, changelog_entries):
@@ -259,25 +258,3 @@ def test_no_records_no_pairs(tmp_path):
     assert result.events.height == 0
     assert result.frame.collect().height == 0
     assert result.stats["candidate_pairs"] == 0
-
-
-def test_pair_similarity_measures_each_pair_once_whatever_its_order(tmp_path, monkeypatch):
-    measured: list[list[tuple[int, int]]] = []
-
-    def measure(self, pairs: pl.DataFrame) -> pl.Series:
-        measured.append(list(pairs.iter_rows()))
-        return (pairs["left"] / (pairs["left"] + pairs["right"])).alias("similarity")
-
-    monkeypatch.setattr(near.PairSimilarity, "_measure", measure)
-    similarity = near.PairSimilarity(DEFAULT.minhash, tmp_path)
-    candidates = pl.DataFrame({"left": [1, 2], "right": [3, 5]}, schema=near.CANDIDATE_SCHEMA)
-    assert similarity(candidates).to_list() == [0.25, 2 / 7]
-    assert measured == [[(1, 3), (2, 5)]]
-
-    pairs = pl.DataFrame(
-        {"left": [5, 1, 9, 7], "right": [2, 3, 7, 9]}, schema=near.CANDIDATE_SCHEMA
-    )
-    assert similarity(pairs).to_list() == [2 / 7, 0.25, 7 / 16, 7 / 16]
-    assert measured[1:] == [[(7, 9)]]  # the new pair, once, smaller row first
-    assert similarity(pairs.reverse()).to_list() == [7 / 16, 7 / 16, 0.25, 2 / 7]
-    assert len(measured) == 2
