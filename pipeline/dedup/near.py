@@ -51,10 +51,9 @@ def doc_ids(record_ids: pl.Series) -> pl.Series:
     documents sort as their record ids do (ingest's ids are 32-digit hex digests); an id of
     another form (made by hand, as in tests) is numbered by its xxh3 digest instead."""
     hexed = record_ids.str.len_bytes().eq(32) & record_ids.str.contains("^[0-9a-f]+$")
-    digits = pl.select(
-        pl.when(pl.lit(hexed)).then(pl.lit(record_ids)).otherwise(pl.lit(xxh3_128_hex(record_ids)))
-    ).to_series()
-    return digits.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64).alias("doc")
+    if not hexed.all():
+        record_ids = record_ids.zip_with(hexed, xxh3_128_hex(record_ids))
+    return record_ids.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64).alias("doc")
 
 
 def _bands(settings: MinHashConfig) -> tuple[int, int]:
@@ -207,11 +206,12 @@ def _decide(
         return Decided(pl.DataFrame(schema=duplicates.DECISION_SCHEMA), {"dropped": 0})
     bands, rows = _bands(settings)
     lowest = settings.related_threshold or settings.threshold
-    measured = measured.collect()
+    # pairs below the lowest threshold are not kept: a chain's evidence measures its pair again
     wanted = measured.filter(pl.col("similarity") >= lowest) if settings.verify else measured
+    wanted = wanted.collect(engine="streaming")
     docs = pl.concat([wanted["left"], wanted["right"]]).unique()
     members = _members(records, docs, cfg, ctx)
-    pairs = _numbered_pairs(measured, members)
+    pairs = _numbered_pairs(wanted, members)
     if settings.verify:
         dups = pairs.filter(pl.col("similarity") >= settings.threshold)
         related = pairs.filter(
@@ -224,7 +224,7 @@ def _decide(
         "records": records.select(pl.len()).collect().item(),
         "bands": bands,
         "rows": rows,
-        "candidate_pairs": measured.height,
+        "candidate_pairs": measured.select(pl.len()).collect().item(),
         "duplicate_pairs": dups.height,
         "related_pairs": related.height,
     }
