@@ -302,7 +302,7 @@ def run_thresher(corpus: Path, work: Path, verify: bool, seed: int) -> tuple[dic
     from pipeline.dedup import duplicates
     from pipeline.dedup import near as stage_module
     from pipeline.ingest.stage import INTERMEDIATE_PARQUET
-    from pipeline.stage import RunContext
+    from pipeline.stage import ByKey, RunContext
 
     cfg = DedupConfig(minhash={"verify": verify, "seed": seed})
     run_cfg = RunConfig(name="bench", workdir=str(work), sources=[], dedup=cfg)
@@ -339,30 +339,28 @@ def run_thresher(corpus: Path, work: Path, verify: bool, seed: int) -> tuple[dic
 
         return wrapper
 
-    # The pair-similarity measure is called first for the candidates,
-    # then by duplicates.apply for the evidence of the dropped records.
-    similarity_calls = iter(["similarity of candidates"])
-
-    def similarity_step() -> str:
-        return next(similarity_calls, "similarity for evidence (in apply)")
-
+    # The stage's steps (a ByKey, called whole: one part, one key partition).
+    by_key = stage_module.near_dedup
+    gather, measure = by_key.exchanges
+    stage = ByKey(
+        keys=timed("signatures + band keys (keys)", by_key.keys),
+        reduce=timed("candidates (reduce)", by_key.reduce),
+        exchanges=(
+            timed("shingle sets of right records (gather)", gather),
+            timed("similarity of candidates (measure)", measure),
+        ),
+        decide=timed("clusters and decisions (decide)", by_key.decide),
+        apply=timed("records and events (apply)", by_key.apply),
+    )
     for module, attribute, name in (
-        (stage_module, "index_batches", "signatures + spill"),
-        (stage_module, "candidate_pairs", "candidates"),
-        (duplicates, "resolve", "clusters (resolve)"),
-        (duplicates, "apply", "events + frame (apply)"),
+        (duplicates, "resolve", "clusters (resolve, in decide)"),
+        (stage_module, "_evidence_similarity", "similarity for evidence (in decide)"),
     ):
         setattr(module, attribute, timed(name, getattr(module, attribute)))
-    measure_pairs = stage_module.PairSimilarity.__call__
-
-    def call(self, pairs):
-        return timed(similarity_step(), measure_pairs)(self, pairs)
-
-    stage_module.PairSimilarity.__call__ = call
 
     _reset_peak_rss()
     started = time.perf_counter()
-    result = timed("near_dedup (whole stage)", stage_module.near_dedup)(frame, cfg, ctx)
+    result = timed("near_dedup (whole stage)", stage)(frame, cfg, ctx)
     stage_seconds = time.perf_counter() - started
 
     def sink() -> None:

@@ -35,9 +35,7 @@ from pipeline.stage import STAGES, ByKey, RunContext
 
 OUT = Path(__file__).resolve().parent / "out" / "profile"
 PHASES = {  # module: the functions and methods timed as steps
-    "pipeline.dedup.near": [
-        "texts_by_record_id", "index_batches", "candidate_pairs", "PairSimilarity.__call__",
-    ],
+    "pipeline.dedup.near": ["_part_sketches", "_members", "_evidence_similarity"],
     "pipeline.dedup.duplicates": [
         "members_frame", "numbered", "resolve", "decide", "apply_decisions", "apply",
     ],
@@ -86,15 +84,21 @@ def main() -> None:
             target = getattr(module, owner) if owner else module
             setattr(target, attribute, sampler.timed(name, getattr(target, attribute)))
 
-    for stage in STAGES.values():  # a by-key stage's four steps are phases too
+    for stage in STAGES.values():  # a by-key stage's steps are phases too
         module_name, attribute = stage.function.split(":")
         by_key = getattr(import_module(module_name), attribute)
         if isinstance(by_key, ByKey):
-            steps = {f.name: getattr(by_key, f.name) for f in fields(ByKey)}
+            steps = {
+                f.name: getattr(by_key, f.name) for f in fields(ByKey) if f.name != "exchanges"
+            }
             timed = {
                 step: sampler.timed(f"{stage.name}.{step}", call) for step, call in steps.items()
             }
-            setattr(import_module(module_name), attribute, ByKey(**timed))
+            exchanges = tuple(
+                sampler.timed(f"{stage.name}.{call.__name__.lstrip('_')}", call)
+                for call in by_key.exchanges
+            )
+            setattr(import_module(module_name), attribute, ByKey(**timed, exchanges=exchanges))
 
     root = OUT / str(args.records)
     if not (root / "project").exists():

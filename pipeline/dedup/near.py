@@ -30,6 +30,8 @@ No step holds more than one part's texts; the decision holds pairs and the membe
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import polars as pl
 
@@ -37,7 +39,7 @@ from pipeline.config import DedupConfig, MinHashConfig
 from pipeline.core import reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.dedup import duplicates, label_conflicts
-from pipeline.stage import ByKey, Decided, RunContext, StageResult
+from pipeline.stage import ByKey, Decided, RunContext, StageResult, sent_to
 from pipeline.text import minhash
 
 STAGE = "near_dedup"
@@ -235,7 +237,7 @@ def _decide(
         stage=STAGE,
         reason=reasons.NEAR_DUPLICATE,
         method="minhash",
-        similarity=lambda asked: _evidence_similarity(asked, pairs, members, records, settings),
+        similarity=lambda asked: _evidence_similarity(asked, pairs, members, records, cfg, ctx),
         ctx=ctx,
         stats=stats,
         labels=cfg.label_conflicts,
@@ -277,10 +279,11 @@ def _evidence_similarity(
     pairs: pl.DataFrame,
     members: pl.DataFrame,
     records: pl.LazyFrame,
-    settings: MinHashConfig,
+    cfg: DedupConfig,
+    ctx: RunContext,
 ) -> pl.Series:
     """The similarity of each (_i, kept_i): measured already when the two were candidates,
-    else (a chain) measured here from the two records' texts."""
+    else (a chain) measured here, as the exchanges do, part by part of the records."""
     asked = asked.select(
         pl.min_horizontal("_i", "kept_i").alias("left"),
         pl.max_horizontal("_i", "kept_i").alias("right"),
@@ -288,28 +291,58 @@ def _evidence_similarity(
     known = asked.join(pairs, on=["left", "right"], how="left", maintain_order="left")
     missing = known.filter(pl.col("similarity").is_null()).select("left", "right").unique()
     if missing.height:
-        ids = members.select("_i", "record_id")
-        wanted = ids.filter(
-            pl.col("_i").is_in(pl.concat([missing["left"], missing["right"]]).implode())
-        )
-        texts = (
-            records.join(wanted.lazy().select("record_id"), on="record_id", how="semi")
-            .select("record_id", "text")
-            .collect(engine="streaming")
-            .join(ids, on="record_id")
-        )
-        sketch = texts.select("_i", _sketches(texts["text"], settings).alias("sketch"))
-        both = missing.join(sketch.rename({"_i": "left"}), on="left").join(
-            sketch.rename({"_i": "right", "sketch": "right_sketch"}), on="right"
-        )
-        chained = both.select(
-            "left",
-            "right",
-            _similarity(both["sketch"], both["right_sketch"], settings).alias("new"),
+        docs = members.select("_i", "doc")
+        chained = _measure_in_parts(
+            missing.join(docs.rename({"_i": "left", "doc": "left_doc"}), on="left").join(
+                docs.rename({"_i": "right", "doc": "right_doc"}), on="right"
+            ),
+            records,
+            cfg,
+            ctx,
         )
         known = known.join(chained, on=["left", "right"], how="left", maintain_order="left")
         known = known.with_columns(pl.coalesce("similarity", "new").alias("similarity"))
     return known["similarity"]
+
+
+def _measure_in_parts(
+    pairs: pl.DataFrame, records: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> pl.DataFrame:
+    """The similarity (`new`) of pairs (left, right, left_doc, right_doc) of any records, by
+    the gather and measure steps run here over parts of `runner.part_rows` records: memory
+    holds one part's texts and the sketches sent to it, spilled to the run folder between."""
+    size = ctx.config.runner.part_rows
+    doc = pl.col("record_id").map_batches(doc_ids, pl.UInt64, is_elementwise=True).alias("doc")
+    wanted = pl.concat([pairs["left_doc"], pairs["right_doc"]]).unique().alias("doc")
+    where = (
+        records.select(doc, (pl.int_range(pl.len(), dtype=pl.UInt32) // size).alias("part"))
+        .join(pl.LazyFrame({"doc": wanted}), on="doc", how="semi")
+        .collect(engine="streaming")
+    )
+    sent = pairs.select(pl.col("left_doc").alias("left"), pl.col("right_doc").alias("right"))
+    sent = sent.join(where.rename({"doc": "left", "part": "left_part"}), on="left").join(
+        where.rename({"doc": "right", "part": "_to_part"}), on="right"
+    )
+    parts = -(-records.select(pl.len()).collect().item() // size)
+    work = ctx.run_dir / "near_dedup-evidence"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        for j in range(parts):
+            gathered = _gather(records.slice(j * size, size), sent_to(sent.lazy(), j), cfg, ctx)
+            for (i,), rows in gathered.partition_by("_to_part", as_dict=True).items():
+                (work / f"to-{i:05d}").mkdir(parents=True, exist_ok=True)
+                rows.drop("_to_part").write_parquet(work / f"to-{i:05d}" / f"from-{j:05d}.parquet")
+        measured = [pl.DataFrame(schema=PAIR_SCHEMA)]
+        for i in range(parts):
+            if (work / f"to-{i:05d}").exists():
+                incoming = pl.scan_parquet(work / f"to-{i:05d}" / "*.parquet")
+                measured.append(_measure(records.slice(i * size, size), incoming, cfg, ctx))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return pairs.join(
+        pl.concat(measured).rename({"left": "left_doc", "right": "right_doc", "similarity": "new"}),
+        on=["left_doc", "right_doc"],
+    ).select("left", "right", "new")
 
 
 def _apply(

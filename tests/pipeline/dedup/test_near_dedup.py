@@ -21,8 +21,16 @@ from pipeline.stage import RunContext
 DEFAULT = DedupConfig()
 
 
-def context(tmp_path: Path, parent: pl.DataFrame | None = None, **dedup) -> RunContext:
-    cfg = RunConfig(name="t", workdir=str(tmp_path), sources=[], dedup=DedupConfig(**dedup))
+def context(
+    tmp_path: Path, parent: pl.DataFrame | None = None, part_rows: int = 500_000, **dedup
+) -> RunContext:
+    cfg = RunConfig(
+        name="t",
+        workdir=str(tmp_path),
+        sources=[],
+        dedup=DedupConfig(**dedup),
+        runner={"part_rows": part_rows},
+    )
     return RunContext(
         run_id="r",
         run_dir=tmp_path / "run",
@@ -64,6 +72,16 @@ def edits(text: str, rng: random.Random) -> dict[str, str]:
 
 def run(rows: list[dict], ctx: RunContext, cfg: DedupConfig = DEFAULT):
     return near_dedup(as_records(rows, source="src"), cfg, ctx)
+
+
+def spy(function, results: list):
+    """`function`, keeping what each call returns in `results`."""
+
+    def called(*args, **kwargs):
+        results.append(function(*args, **kwargs))
+        return results[-1]
+
+    return called
 
 
 def evidence_by_record(result) -> dict[str, dict]:
@@ -184,7 +202,12 @@ def test_same_input_same_clusters_whatever_the_batch_size(
     assert first.stats["dropped"] >= len(changelog_entries)
     # cut in parts (and the keys in as many partitions), shuffled: the same decisions
     shuffled = as_records(random.Random(3).sample(rows, len(rows)), source="src")
-    parted = run_in_parts(near_dedup, shuffled, DEFAULT, context(tmp_path), parts=7)
+    # (and a chain's evidence measured over parts of 300 records)
+    chains = []
+    monkeypatch.setattr(near, "_measure_in_parts", spy(near._measure_in_parts, chains))
+    parted = run_in_parts(near_dedup, shuffled, DEFAULT, context(tmp_path, part_rows=300), 7)
+    monkeypatch.undo()
+    assert chains and chains[0].height > 0
     assert parted.stats["candidate_pairs"] == first.stats["candidate_pairs"]
     assert parted.events.equals(first.events.sort("record_id"))
     assert parted.frame.collect().equals(first.frame.collect().sort("record_id"))
