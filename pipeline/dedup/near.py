@@ -58,6 +58,11 @@ def doc_ids(record_ids: pl.Series) -> pl.Series:
     return record_ids.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64).alias("doc")
 
 
+def _doc_of_record() -> pl.Expr:
+    """`doc_ids` of a lazy frame's record ids."""
+    return pl.col("record_id").map_batches(doc_ids, pl.UInt64, is_elementwise=True).alias("doc")
+
+
 def _bands(settings: MinHashConfig) -> tuple[int, int]:
     lowest = settings.related_threshold or settings.threshold  # the least similar pair wanted
     return minhash.optimal_bands(lowest, settings.num_perm, settings.false_positive_weight)
@@ -249,8 +254,9 @@ def _members(
 ) -> pl.DataFrame:
     """The keep rule's columns (duplicates.numbered) of the records whose document is in
     `docs`, read streaming."""
-    doc = pl.col("record_id").map_batches(doc_ids, pl.UInt64, is_elementwise=True).alias("doc")
-    involved = records.with_columns(doc).join(pl.LazyFrame({"doc": docs}), on="doc", how="semi")
+    involved = records.with_columns(_doc_of_record()).join(
+        pl.LazyFrame({"doc": docs}), on="doc", how="semi"
+    )
     members = duplicates.member_columns(involved, extra=("doc",)).collect(engine="streaming")
     if members["doc"].n_unique() < members.height:
         shared = members.filter(pl.col("doc").is_duplicated())["record_id"].head(2).to_list()
@@ -312,10 +318,11 @@ def _measure_in_parts(
     the gather and measure steps run here over parts of `runner.part_rows` records: memory
     holds one part's texts and the sketches sent to it, spilled to the run folder between."""
     size = ctx.config.runner.part_rows
-    doc = pl.col("record_id").map_batches(doc_ids, pl.UInt64, is_elementwise=True).alias("doc")
     wanted = pl.concat([pairs["left_doc"], pairs["right_doc"]]).unique().alias("doc")
     where = (
-        records.select(doc, (pl.int_range(pl.len(), dtype=pl.UInt32) // size).alias("part"))
+        records.select(
+            _doc_of_record(), (pl.int_range(pl.len(), dtype=pl.UInt32) // size).alias("part")
+        )
         .join(pl.LazyFrame({"doc": wanted}), on="doc", how="semi")
         .collect(engine="streaming")
     )
