@@ -16,9 +16,11 @@ Exact and MinHash dedup pass `labels` (dedup.label_conflicts): a cluster whose m
 different labels is settled by pipeline/dedup/label_conflicts.py before the drops.
 
 What a resolution does to the records is one table (`decide`: a row per record dropped,
-renamed or relabelled, with its ledger event), which `apply_decisions` applies to all records
-or to one part: exact dedup, run by key, decides once and applies part by part; MinHash and
-semantic dedup call `apply`, both at once.
+renamed or relabelled), which `apply_decisions` applies to all records or to one part: exact
+and MinHash dedup, run by key, decide once and apply part by part; semantic dedup calls
+`apply`, both at once. A dropped record's row is compact (the kept record, the similarity,
+the cluster, whether the kept one is published): its ledger event is written by the part
+that holds it, so the one process that decides never holds millions of events.
 
 Chains are followed: when A~B and B~C, C may be dropped for A although A and C are less
 similar; the evidence records the similarity of the dropped record to the kept one itself.
@@ -27,6 +29,7 @@ similar; the evidence records the similarity of the dropped record to the kept o
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -36,19 +39,39 @@ from pipeline.core.clusters import components, with_cluster_ids
 from pipeline.core.licenses import RANK, license_class
 from pipeline.core.schema import LEDGER_SCHEMA
 from pipeline.dedup import label_conflicts
-from pipeline.dedup.resolution import EMPTY_CLUSTERS, Resolution
+from pipeline.dedup.resolution import Resolution
 from pipeline.stage import Decided, RunContext, StageResult
 
 KEEP_KEYS = {  # rule -> (column, descending)
     "earliest_timestamp": ("timestamp", False),
     "most_permissive_license": ("_license_rank", False),
     "longest_text": ("_text_length", True),
-    "lowest_record_id": ("record_id", False),
+    "lowest_record_id": ("_i", False),  # `numbered` numbers records in record-id order
 }
 _EMPTY_PAIRS = {"left": pl.UInt32, "right": pl.UInt32, "similarity": pl.Float64}
-# one row per record a resolution touches: its ledger event (null action: none), its new
-# cluster id and its new label (null: unchanged)
-DECISION_SCHEMA = LEDGER_SCHEMA | pl.Schema({"_cluster_id": pl.String, "_label": pl.String})
+# one row per record a resolution touches: a dropped duplicate's kept record, similarity and
+# whether the kept one is published; another decision's ledger event (a label conflict's,
+# null action: none); the new cluster id (a dropped record's: its evidence's) and the new label
+# (null: unchanged)
+DECISION_SCHEMA = LEDGER_SCHEMA | pl.Schema(
+    {
+        "_duplicate_of": pl.String,
+        "_similarity": pl.Float64,
+        "_kept_published": pl.Boolean,
+        "_cluster_id": pl.String,
+        "_label": pl.String,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Drops:
+    """How a method's duplicates are dropped in the ledger: by which stage, for which reason,
+    with which method named in the evidence."""
+
+    stage: str
+    reason: str
+    method: str
 
 
 def members_frame(
@@ -118,50 +141,63 @@ def resolve(
     members: pl.DataFrame, duplicates: pl.DataFrame, related: pl.DataFrame, rules: list[str]
 ) -> Resolution:
     """Clusters from duplicate pairs, the record each keeps, and new cluster ids (see above).
-    `duplicates` and `related` hold pairs of `_i` (columns left, right, similarity)."""
-    if duplicates.height:
+    `duplicates` and `related` hold pairs of `_i` (columns left, right, similarity). Only
+    integer columns are sorted and joined until the few string columns the outcome names."""
+    if not duplicates.height:
+        clustered = pl.DataFrame(schema={"_i": pl.UInt32, "_cluster": pl.UInt32})
+    else:
         nodes, roots = components(duplicates["left"].to_numpy(), duplicates["right"].to_numpy())
         clustered = pl.DataFrame(
-            {"_i": nodes, "_cluster": roots}, schema_overrides={"_i": pl.UInt32}
+            {"_i": nodes, "_cluster": roots}, schema={"_i": pl.UInt32, "_cluster": pl.UInt32}
         )
-        ranked = members.join(clustered, on="_i").sort(**_keep_order(rules), nulls_last=True)
-        ranked = ranked.with_columns(
-            pl.col("_i").first().over("_cluster").alias("kept_i"),
-            pl.col("record_id").first().over("_cluster").alias("kept_record_id"),
-            pl.col("_published").first().over("_cluster").alias("kept_published"),
+    order = _keep_order(rules)
+    clusters = (
+        members.select(*order["by"])
+        .join(clustered, on="_i")
+        .sort(**order, nulls_last=True)
+        .select("_i", pl.col("_i").first().over("_cluster").alias("kept_i"))
+    )
+    published = members.select("_i", "_published")
+    dropped = (
+        clusters.filter(pl.col("_i") != pl.col("kept_i"))
+        .join(published.filter(~pl.col("_published")).drop("_published"), on="_i")
+        .join(members.select("_i", "record_id"), on="_i")
+        .join(
+            members.select(
+                pl.col("_i").alias("kept_i"),
+                pl.col("record_id").alias("kept_record_id"),
+                pl.col("_published").alias("kept_published"),
+            ),
+            on="kept_i",
         )
-        dropped = ranked.filter((pl.col("_i") != pl.col("kept_i")) & ~pl.col("_published"))
-        clusters = ranked.select("_i", "kept_i")
-    else:
-        clusters = pl.DataFrame(schema=EMPTY_CLUSTERS)
-        dropped = members.clear().with_columns(
-            pl.lit(None, pl.UInt32).alias("kept_i"),
-            pl.lit(None, pl.String).alias("kept_record_id"),
-            pl.lit(None, pl.Boolean).alias("kept_published"),
-            pl.lit(None, pl.Int64).alias("_cluster"),
-        )
+        .sort("_i")
+    )
     gone = dropped["_i"].implode()
-    group_of = members.select("_i", "group")
-    linking = related.join(group_of, left_on="left", right_on="_i").join(
-        group_of, left_on="right", right_on="_i", suffix="_right"
-    )
-    linking = linking.filter(
-        ~pl.col("left").is_in(gone)
-        & ~pl.col("right").is_in(gone)
-        & (pl.col("group").is_null() | (pl.col("group") != pl.col("group_right")).fill_null(True))
-    )
-    edges = pl.concat([duplicates.select("left", "right"), linking.select("left", "right")])
-    if not edges.height:
-        return Resolution(dropped, members.clear().select("_i", "cluster_id"), clusters)
-    nodes, roots = components(edges["left"].to_numpy(), edges["right"].to_numpy())
-    linked = pl.DataFrame({"_i": nodes, "_component": roots}, schema_overrides={"_i": pl.UInt32})
+    if related.height:  # kept records of different groups that are related: linked too
+        group_of = members.select("_i", "group")
+        linking = related.join(group_of, left_on="left", right_on="_i").join(
+            group_of, left_on="right", right_on="_i", suffix="_right"
+        )
+        linking = linking.filter(
+            ~pl.col("left").is_in(gone)
+            & ~pl.col("right").is_in(gone)
+            & (
+                pl.col("group").is_null()
+                | (pl.col("group") != pl.col("group_right")).fill_null(True)
+            )
+        )
+        edges = pl.concat([duplicates.select("left", "right"), linking.select("left", "right")])
+        nodes, roots = components(edges["left"].to_numpy(), edges["right"].to_numpy())
+        clustered = pl.DataFrame(
+            {"_i": nodes, "_cluster": roots}, schema={"_i": pl.UInt32, "_cluster": pl.UInt32}
+        )
     named = (
         members.select("_i", "cluster_id")
-        .join(linked, on="_i")
-        .with_columns(pl.col("cluster_id").min().over("_component"))
+        .join(clustered, on="_i")
+        .with_columns(pl.col("cluster_id").min().over("_cluster"))
         .select("_i", "cluster_id")
     )
-    dropped = dropped.drop("cluster_id").join(named, on="_i", how="left")
+    dropped = dropped.join(named, on="_i", how="left", maintain_order="left")
     return Resolution(dropped, named.filter(~pl.col("_i").is_in(gone)), clusters)
 
 
@@ -179,7 +215,7 @@ def apply(
     """`decide` (with these keyword `settings`) and `apply_decisions` on every record of
     `frame` at once."""
     decided = decide(members, resolution, frame, **settings)
-    kept, events = apply_decisions(frame, decided.decisions)
+    kept, events = apply_decisions(frame, decided.decisions, settings["drops"], settings["ctx"])
     if settings.get("labels") is not None:
         decided.stats["labelled_by_source"] = label_conflicts.labelled_by_source(frame)
     return StageResult(
@@ -192,59 +228,56 @@ def decide(
     resolution: Resolution,
     records: pl.LazyFrame,
     *,
-    stage: str,
-    reason: str,
-    method: str,
+    drops: Drops,
     similarity: Callable[[pl.DataFrame], pl.Series],
     ctx: RunContext,
     stats: dict,
     labels: str | None = None,
 ) -> Decided:
-    """What happens to each record a resolution touches, as one table (DECISION_SCHEMA: its
-    ledger event, if any, its new cluster id and its new label): the duplicates are dropped,
-    each with one terminal event; kept records take their new cluster ids. `similarity(pairs)`
-    measures each (_i, kept_i). With `labels` (dedup.label_conflicts), clusters whose members
-    carry different labels are settled first (pipeline/dedup/label_conflicts.py), reading the
-    kept records of those clusters from `records`."""
+    """What happens to each record a resolution touches, as one table (DECISION_SCHEMA): the
+    duplicates are dropped (`apply_decisions` writes their events), kept records take their new
+    cluster ids. `similarity(pairs)` measures each (_i, kept_i). With `labels`
+    (dedup.label_conflicts), clusters whose members carry different labels are settled first
+    (pipeline/dedup/label_conflicts.py), reading the kept records of those clusters from
+    `records`."""
     settled = None
     if labels is not None:
         settled = label_conflicts.settle(
-            records, resolution, members, policy=labels, stage=stage, method=method, ctx=ctx
+            records,
+            resolution,
+            members,
+            policy=labels,
+            stage=drops.stage,
+            method=drops.method,
+            ctx=ctx,
         )
         resolution = settled.resolution
-    # what the events need: the members' other columns would be copied through every step
-    dropped = resolution.dropped.select(
-        "_i", "kept_i", "record_id", "source", "kept_record_id", "kept_published", "cluster_id"
-    )
+    dropped = resolution.dropped
     if dropped.height:
-        dropped = dropped.with_columns(
-            similarity(dropped.select("_i", "kept_i")).round(4).alias("similarity")
-        )
+        measured = similarity(dropped.select("_i", "kept_i")).round(4)
     else:
-        dropped = dropped.with_columns(pl.lit(None, pl.Float64).alias("similarity"))
-    evidence = pl.struct(
-        pl.col("kept_record_id").alias("duplicate_of"),
-        pl.lit(method).alias("method"),
-        pl.col("similarity"),
-        pl.col("cluster_id"),
-        pl.when(pl.col("kept_published")).then(pl.lit(ctx.parent_version)).alias("published_in"),
-    )
-    events = ledger.events(
-        dropped, stage=stage, action=reasons.DROPPED, reason=reason, evidence=evidence
+        measured = pl.Series([], dtype=pl.Float64)
+    dropped = dropped.select(
+        "record_id",
+        pl.col("kept_record_id").alias("_duplicate_of"),
+        measured.cast(pl.Float64).alias("_similarity"),
+        pl.col("kept_published").alias("_kept_published"),
+        pl.col("cluster_id").alias("_cluster_id"),
     )
     renamed = resolution.cluster_ids.join(members.select("_i", "record_id"), on="_i").select(
         "record_id", pl.col("cluster_id").alias("_cluster_id")
     )
-    relabel = pl.DataFrame(schema={"record_id": pl.String, "_label": pl.String})
-    if settled is not None:
-        events, relabel = pl.concat([events, settled.events]), settled.relabel
+    others = renamed.lazy()
+    if settled is not None:  # no dropped record is renamed, relabelled or settled
+        others = others.join(settled.events.lazy(), on="record_id", how="full", coalesce=True)
+        others = others.join(settled.relabel.lazy(), on="record_id", how="full", coalesce=True)
     decisions = (
-        events.lazy()
-        .join(renamed.lazy(), on="record_id", how="full", coalesce=True)
-        .join(relabel.lazy(), on="record_id", how="full", coalesce=True)
+        pl.concat(
+            [pl.LazyFrame(schema=DECISION_SCHEMA), dropped.lazy(), others], how="diagonal_relaxed"
+        )
         .select(DECISION_SCHEMA.names())
-        .sort("record_id")
-        .collect()
+        .cast(DECISION_SCHEMA)
+        .collect()  # in record-id order within each kind: each part sorts its own rows
     )
     stats = {**stats, "dropped": dropped.height, "clustered": renamed.height}
     if settled is None:
@@ -253,19 +286,38 @@ def decide(
 
 
 def apply_decisions(
-    frame: pl.LazyFrame, decisions: pl.DataFrame | pl.LazyFrame
+    frame: pl.LazyFrame, decisions: pl.DataFrame | pl.LazyFrame, drops: Drops, ctx: RunContext
 ) -> tuple[pl.LazyFrame, pl.DataFrame]:
     """`frame` (all records, or one part) by `decide`'s table: its records that go on, with
     their new cluster ids and labels, and the events of its records (only their rows of the
-    table are read)."""
+    table are read): the ledger event of each dropped duplicate is written here."""
     frame = with_cluster_ids(frame)
     mine = (
         decisions.lazy()
-        .join(frame.select("record_id"), on="record_id", how="semi")
+        .join(frame.select("record_id", pl.col("source").alias("_source")), on="record_id")
         .collect(engine="streaming")  # the decisions file is read, never held
         .sort("record_id")
     )
-    events = mine.filter(pl.col("action").is_not_null()).select(LEDGER_SCHEMA.names())
+    dropped = mine.filter(pl.col("_duplicate_of").is_not_null())
+    evidence = pl.struct(
+        pl.col("_duplicate_of").alias("duplicate_of"),
+        pl.lit(drops.method).alias("method"),
+        pl.col("_similarity").alias("similarity"),
+        pl.col("_cluster_id").alias("cluster_id"),
+        pl.when(pl.col("_kept_published")).then(pl.lit(ctx.parent_version)).alias("published_in"),
+    )
+    events = pl.concat(
+        [
+            ledger.events(
+                dropped.with_columns(pl.col("_source").alias("source")),
+                stage=drops.stage,
+                action=reasons.DROPPED,
+                reason=drops.reason,
+                evidence=evidence,
+            ),
+            mine.filter(pl.col("action").is_not_null()).select(LEDGER_SCHEMA.names()),
+        ]
+    ).sort("record_id", maintain_order=True)
     gone = events.filter(pl.col("terminal"))["record_id"].implode()
     kept = (
         frame.filter(~pl.col("record_id").is_in(gone))

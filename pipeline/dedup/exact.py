@@ -22,6 +22,7 @@ from pipeline.dedup import duplicates, label_conflicts
 from pipeline.stage import ByKey, Decided, RunContext, StageResult
 
 STAGE = "exact_dedup"
+DROPS = duplicates.Drops(STAGE, reasons.EXACT_DUPLICATE, "exact")
 
 
 def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
@@ -53,9 +54,7 @@ def _decide(
         members.drop("_key"),
         resolution,
         records,
-        stage=STAGE,
-        reason=reasons.EXACT_DUPLICATE,
-        method="exact",
+        drops=DROPS,
         similarity=lambda pairs: pl.Series([1.0] * pairs.height, dtype=pl.Float64),
         ctx=ctx,
         stats={},
@@ -67,7 +66,7 @@ def _apply(
     frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
 ) -> StageResult:
     """Drop a part's copies, give its kept records their cluster ids and settled labels."""
-    kept, events = duplicates.apply_decisions(frame, decisions)
+    kept, events = duplicates.apply_decisions(frame, decisions, DROPS, ctx)
     stats = {}
     if cfg.exact and cfg.label_conflicts is not None:
         stats["labelled_by_source"] = label_conflicts.labelled_by_source(frame)

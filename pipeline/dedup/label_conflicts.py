@@ -139,14 +139,21 @@ def _conflicts(
 ) -> pl.DataFrame:
     """Every member of every conflicting cluster: record_id, source, label, representative
     (the kept record's id) and `survives` (dedup keeps it), sorted by cluster and record."""
-    rows = clusters.join(members.select("_i", "record_id", "source", "label"), on="_i").join(
-        members.select(pl.col("_i").alias("kept_i"), pl.col("record_id").alias("representative")),
-        on="kept_i",
+    labels = (
+        clusters.join(members.select("_i", "label"), on="_i")
+        .group_by("kept_i")
+        .agg(pl.col("label").drop_nulls().n_unique())
     )
-    labels = rows.group_by("representative").agg(pl.col("label").drop_nulls().n_unique())
-    conflicting = labels.filter(pl.col("label") >= 2).select("representative")
+    conflicting = labels.filter(pl.col("label") >= 2).select("kept_i")
     return (
-        rows.join(conflicting, on="representative")
+        clusters.join(conflicting, on="kept_i")
+        .join(members.select("_i", "record_id", "source", "label"), on="_i")
+        .join(
+            members.select(
+                pl.col("_i").alias("kept_i"), pl.col("record_id").alias("representative")
+            ),
+            on="kept_i",
+        )
         .with_columns(
             (~pl.col("record_id").is_in(dropped["record_id"].implode())).alias("survives")
         )

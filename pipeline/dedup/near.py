@@ -43,6 +43,7 @@ from pipeline.stage import ByKey, Decided, RunContext, StageResult, sent_to
 from pipeline.text import minhash
 
 STAGE = "near_dedup"
+DROPS = duplicates.Drops(STAGE, reasons.NEAR_DUPLICATE, "minhash")
 PAIR_CHUNK = 50_000  # pairs measured at once
 KEY_SCHEMA = {"_key": pl.UInt64, "band": pl.UInt16, "doc": pl.UInt64}
 PAIR_SCHEMA = {"left": pl.UInt64, "right": pl.UInt64, "similarity": pl.Float64}
@@ -213,18 +214,11 @@ def _decide(
         return Decided(pl.DataFrame(schema=duplicates.DECISION_SCHEMA), {"dropped": 0})
     bands, rows = _bands(settings)
     lowest = settings.related_threshold or settings.threshold
-    # pairs below the lowest threshold are not kept: a chain's evidence measures its pair again
-    wanted = measured.filter(pl.col("similarity") >= lowest) if settings.verify else measured
-    wanted = wanted.collect(engine="streaming")
-    docs = pl.concat([wanted["left"], wanted["right"]]).unique()
-    members = _members(records, docs, cfg, ctx)
-    pairs = _numbered_pairs(wanted, members)
-    if settings.verify:
+    members, pairs = _members_and_pairs(measured, records, lowest, cfg, ctx)
+    if settings.verify and settings.related_threshold is not None:
         dups = pairs.filter(pl.col("similarity") >= settings.threshold)
-        related = pairs.filter(
-            pl.col("similarity").is_between(lowest, settings.threshold, closed="left")
-        )
-    else:
+        related = pairs.filter(pl.col("similarity") < settings.threshold)
+    else:  # every pair is at or above the threshold, or (estimates) taken as a duplicate
         dups, related = pairs, pairs.clear()
     resolution = duplicates.resolve(members, dups, related, cfg.keep)
     stats = {
@@ -239,9 +233,7 @@ def _decide(
         members.drop("doc"),
         resolution,
         records,
-        stage=STAGE,
-        reason=reasons.NEAR_DUPLICATE,
-        method="minhash",
+        drops=DROPS,
         similarity=lambda asked: _evidence_similarity(asked, pairs, members, records, cfg, ctx),
         ctx=ctx,
         stats=stats,
@@ -249,35 +241,45 @@ def _decide(
     )
 
 
-def _members(
-    records: pl.LazyFrame, docs: pl.Series, cfg: DedupConfig, ctx: RunContext
-) -> pl.DataFrame:
-    """The keep rule's columns (duplicates.numbered) of the records whose document is in
-    `docs`, read streaming."""
-    involved = records.with_columns(_doc_of_record()).join(
-        pl.LazyFrame({"doc": docs}), on="doc", how="semi"
+def _members_and_pairs(
+    measured: pl.LazyFrame, records: pl.LazyFrame, lowest: float, cfg: DedupConfig, ctx: RunContext
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The members (duplicates.numbered, with `doc`) of the measured pairs at or above
+    `lowest` (every pair without `verify`: its estimate is not the similarity), and those pairs
+    by the members' `_i`, smaller first. Below `lowest`, a chain's evidence measures again."""
+    if cfg.minhash.verify:
+        measured = measured.filter(pl.col("similarity") >= lowest)
+    wanted = measured.collect(engine="streaming")
+    docs = pl.concat([wanted["left"], wanted["right"]]).unique().implode()
+    size, total = ctx.config.runner.part_rows, records.select(pl.len()).collect().item()
+    members = pl.concat(  # read part by part: a scan of every record would buffer far more
+        duplicates.member_columns(
+            records.slice(start, size)
+            .with_columns(_doc_of_record())
+            .filter(pl.col("doc").is_in(docs)),
+            extra=("doc",),
+        ).collect()
+        for start in range(0, max(total, 1), size)
     )
-    members = duplicates.member_columns(involved, extra=("doc",)).collect(engine="streaming")
+    del docs
     if members["doc"].n_unique() < members.height:
         shared = members.filter(pl.col("doc").is_duplicated())["record_id"].head(2).to_list()
         raise ValueError(
             f"record ids {shared} share their first 64 bits: near dedup cannot tell them apart"
         )
-    return duplicates.numbered(members, cfg.keep, ctx)
-
-
-def _numbered_pairs(measured: pl.DataFrame, members: pl.DataFrame) -> pl.DataFrame:
-    """The measured pairs between members, by their `_i`, smaller first."""
+    members = duplicates.numbered(members, cfg.keep, ctx)
     index = members.select("doc", "_i")
-    return (
-        measured.join(index.rename({"doc": "left", "_i": "a"}), on="left")
+    pairs = (
+        wanted.join(index.rename({"doc": "left", "_i": "a"}), on="left")
         .join(index.rename({"doc": "right", "_i": "b"}), on="right")
         .select(
             pl.min_horizontal("a", "b").alias("left"),
             pl.max_horizontal("a", "b").alias("right"),
             "similarity",
         )
+        .sort("left", "right")
     )
+    return members, pairs
 
 
 def _evidence_similarity(
@@ -288,15 +290,20 @@ def _evidence_similarity(
     cfg: DedupConfig,
     ctx: RunContext,
 ) -> pl.Series:
-    """The similarity of each (_i, kept_i): measured already when the two were candidates,
-    else (a chain) measured here, as the exchanges do, part by part of the records."""
-    asked = asked.select(
-        pl.min_horizontal("_i", "kept_i").alias("left"),
-        pl.max_horizontal("_i", "kept_i").alias("right"),
-    )
-    known = asked.join(pairs, on=["left", "right"], how="left", maintain_order="left")
-    missing = known.filter(pl.col("similarity").is_null()).select("left", "right").unique()
-    if missing.height:
+    """The similarity of each (_i, kept_i): measured already when the two were candidates
+    (found in `pairs`, sorted by left then right), else (a chain) measured here, as the
+    exchanges do, part by part of the records."""
+    low = np.minimum(asked["_i"].to_numpy(), asked["kept_i"].to_numpy())
+    high = np.maximum(asked["_i"].to_numpy(), asked["kept_i"].to_numpy())
+    keys = _pair_keys(pairs["left"].to_numpy(), pairs["right"].to_numpy())
+    wanted = _pair_keys(low, high)
+    at = np.searchsorted(keys, wanted)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == wanted[found]
+    similarity = np.full(len(wanted), np.nan)
+    similarity[found] = pairs["similarity"].to_numpy()[at[found]]
+    if not found.all():
+        missing = pl.DataFrame({"left": low[~found], "right": high[~found]}).unique()
         docs = members.select("_i", "doc")
         chained = _measure_in_parts(
             missing.join(docs.rename({"_i": "left", "doc": "left_doc"}), on="left").join(
@@ -306,9 +313,16 @@ def _evidence_similarity(
             cfg,
             ctx,
         )
-        known = known.join(chained, on=["left", "right"], how="left", maintain_order="left")
-        known = known.with_columns(pl.coalesce("similarity", "new").alias("similarity"))
-    return known["similarity"]
+        measured = pl.DataFrame({"left": low, "right": high}).join(
+            chained, on=["left", "right"], how="left", maintain_order="left"
+        )
+        similarity = np.where(found, similarity, measured["new"].to_numpy())
+    return pl.Series("similarity", similarity, dtype=pl.Float64)
+
+
+def _pair_keys(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """One uint64 per pair of uint32 numbers, ordered as (left, right) are."""
+    return (left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64)
 
 
 def _measure_in_parts(
@@ -356,7 +370,7 @@ def _apply(
     frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
 ) -> StageResult:
     """Drop a part's near duplicates and give its records their new cluster ids."""
-    kept, events = duplicates.apply_decisions(frame, decisions)
+    kept, events = duplicates.apply_decisions(frame, decisions, DROPS, ctx)
     stats = {}
     if cfg.minhash is not None and cfg.label_conflicts is not None:
         stats["labelled_by_source"] = label_conflicts.labelled_by_source(frame)

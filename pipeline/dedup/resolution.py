@@ -12,7 +12,8 @@ EMPTY_CLUSTERS = {"_i": pl.UInt32, "kept_i": pl.UInt32}
 
 @dataclass
 class Resolution:
-    dropped: pl.DataFrame  # _i, kept_i, cluster_id, and the members' columns
+    # _i, kept_i, record_id, kept_record_id, kept_published, cluster_id (its component's)
+    dropped: pl.DataFrame
     cluster_ids: pl.DataFrame  # _i, cluster_id: new cluster ids of kept members
     # _i, kept_i: every member of every duplicate cluster (the kept one and published ones too)
     clusters: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=EMPTY_CLUSTERS))

@@ -41,6 +41,7 @@ from pipeline.stage import RunContext, StageResult
 from pipeline.text.embeddings import embed
 
 STAGE = "semantic_dedup"
+DROPS = duplicates.Drops(STAGE, reasons.SEMANTIC_DUPLICATE, "semantic")
 SEED = 1234
 QUERY_BLOCK = 8192  # query rows per search: bounds the memory of faiss's result
 NEIGHBOURS = 32  # nearest rows each row is compared with
@@ -67,9 +68,7 @@ def semantic_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> St
         frame,
         resolution,
         members.drop("text"),
-        stage=STAGE,
-        reason=reasons.SEMANTIC_DUPLICATE,
-        method="semantic",
+        drops=DROPS,
         similarity=lambda found: pl.Series(cosines(vectors, found["_i"], found["kept_i"])),
         ctx=ctx,
         stats={
