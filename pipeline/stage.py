@@ -190,6 +190,19 @@ def sent_to(rows: pl.LazyFrame, part: int) -> pl.LazyFrame:
     return rows.filter(pl.col("_to_part") == part).drop("_to_part")
 
 
+def read_by_parts(
+    records: pl.LazyFrame, part_rows: int, query: Callable[[pl.LazyFrame], pl.LazyFrame]
+) -> pl.DataFrame:
+    """`query` run on `records` `part_rows` rows at a time, the results concatenated: how a
+    decide step reads the few rows it needs of every record (one scan of all of them at once,
+    streaming or not, buffers far more than a part)."""
+    total = records.select(pl.len()).collect().item()
+    return pl.concat(
+        query(records.slice(start, part_rows)).collect()
+        for start in range(0, max(total, 1), part_rows)
+    )
+
+
 def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum nested {key: number | {key: number}} dictionaries key by key."""
     total: dict[str, Any] = {}

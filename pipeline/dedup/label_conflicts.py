@@ -42,7 +42,7 @@ from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.schema import REVIEW_ITEM_SCHEMA, review_decisions
 from pipeline.dedup.resolution import Resolution
 from pipeline.review import review_items_of, with_review_hash
-from pipeline.stage import RunContext
+from pipeline.stage import RunContext, read_by_parts
 
 REVIEW, MAJORITY = "review", "majority"
 _SHOWN = ["source_content_hash", "text", "metadata", "group", "label", "license", "consent"]
@@ -79,12 +79,14 @@ def settle(
     relabel = pl.DataFrame(schema={"record_id": pl.String, "_label": pl.String})
     if rows.height == 0:
         return Settled(resolution, relabel, ledger.empty(), _no_items(), _stats([]))
-    kept = (
-        records.join(rows.lazy().select(pl.col("representative").alias("record_id")).unique(),
-                   on="record_id", how="semi")
-        .select("record_id", "source", *_SHOWN)
-        .collect(engine="streaming")  # `records` may be every record: read, never held
-    )  # fmt: skip
+    representatives = rows["representative"].unique().implode()
+    kept = read_by_parts(  # `records` may be every record: read, never held
+        records,
+        ctx.config.runner.part_rows,
+        lambda part: part.filter(pl.col("record_id").is_in(representatives)).select(
+            "record_id", "source", *_SHOWN
+        ),
+    )
     kept = kept.join(review_hashes(kept, rows), on="record_id")
     decided = _decisions(kept, ctx)
     clusters = [

@@ -39,7 +39,7 @@ from pipeline.config import DedupConfig, MinHashConfig
 from pipeline.core import reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.dedup import duplicates, label_conflicts
-from pipeline.stage import ByKey, Decided, RunContext, StageResult, sent_to
+from pipeline.stage import ByKey, Decided, RunContext, StageResult, read_by_parts, sent_to
 from pipeline.text import minhash
 
 STAGE = "near_dedup"
@@ -250,18 +250,14 @@ def _members_and_pairs(
     if cfg.minhash.verify:
         measured = measured.filter(pl.col("similarity") >= lowest)
     wanted = measured.collect(engine="streaming")
-    docs = pl.concat([wanted["left"], wanted["right"]]).unique().implode()
-    size, total = ctx.config.runner.part_rows, records.select(pl.len()).collect().item()
-    members = pl.concat(  # read part by part: a scan of every record would buffer far more
-        duplicates.member_columns(
-            records.slice(start, size)
-            .with_columns(_doc_of_record())
-            .filter(pl.col("doc").is_in(docs)),
-            extra=("doc",),
-        ).collect()
-        for start in range(0, max(total, 1), size)
+    paired = pl.col("doc").is_in(pl.concat([wanted["left"], wanted["right"]]).unique().implode())
+    members = read_by_parts(
+        records,
+        ctx.config.runner.part_rows,
+        lambda part: duplicates.member_columns(
+            part.with_columns(_doc_of_record()).filter(paired), extra=("doc",)
+        ),
     )
-    del docs
     if members["doc"].n_unique() < members.height:
         shared = members.filter(pl.col("doc").is_duplicated())["record_id"].head(2).to_list()
         raise ValueError(

@@ -30,6 +30,7 @@ BIN = Path(sys.executable).parent
 SIGNATURE = "Sent from my Thresher test phone: please do not reply to this automated message."
 KEYED = ("exact_dedup", "near_dedup", "boilerplate")
 PER_PART = ("govern", "quality", *KEYED)  # the keyed stages: their apply steps
+PART_ROWS = 160  # about 800 records: five parts, each step's tasks on both workers
 
 
 def with_runner(config: Path, runner: dict, workdir: str) -> Path:
@@ -92,7 +93,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     signed += [conflict, edited]
     write_jsonl(sms_project.parent / "data" / "sms-1.jsonl", signed)
     whole = run_with(sms_project, {"kind": "local"}, "./work-whole")
-    parts = run_with(sms_project, {"kind": "local", "part_rows": 97, "workers": 2}, "./work-parts")
+    parts = run_with(sms_project, {"kind": "local", "part_rows": PART_ROWS, "workers": 2}, "./work-parts")
     assert parts["dataset_hash"] == whole["dataset_hash"]
     assert parts["reasons"] == whole["reasons"] and parts["changes"] == whole["changes"]
     assert parts["review"] == whole["review"] and whole["review"]["queued_new"] > 0
@@ -109,8 +110,8 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     for name in PER_PART:
         records = parts["steps"][name]["records_in"]
         assert whole["steps"][name]["parts"] == 1
-        assert parts["steps"][name]["parts"] == -(-records // 97)
-        assert parts["steps"][name]["largest_part_records"] == min(97, records)
+        assert parts["steps"][name]["parts"] == -(-records // PART_ROWS) > 1
+        assert parts["steps"][name]["largest_part_records"] == min(PART_ROWS, records)
         assert parts["steps"][name]["part_peak_rss_mb"] > 50
 
     # an existing cluster whose workers have no Prefect API of their own: their tasks report
@@ -135,7 +136,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
             client.wait_for_workers(2, timeout=60)
             client.register_plugin(CrashOnFirstTask("reduce_task", str(killed)))
             variant = with_runner(
-                sms_project, {"kind": "dask", "address": address, "part_rows": 97}, "./work-dask"
+                sms_project, {"kind": "dask", "address": address, "part_rows": PART_ROWS}, "./work-dask"
             )
             run = subprocess.run(
                 [BIN / "thresher", "run", "--config", str(variant), "--json"],

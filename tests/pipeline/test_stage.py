@@ -11,7 +11,7 @@ from near_copies import near_copy_rows
 
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.ingest.stage import ingest
-from pipeline.stage import CURATE_STAGES, STAGES, RunContext, StageResult
+from pipeline.stage import CURATE_STAGES, STAGES, RunContext, StageResult, read_by_parts
 
 FIELDS = {"text": "text", "id": "id", "label": "label", "group": "user", "timestamp": "sent"}
 
@@ -75,3 +75,17 @@ def test_every_records_stage_keeps_the_contract(run):
     generated = {name: records.height for name, records in new_records.items() if records.height}
     assert list(generated) == ["augment"]
     assert new_records["augment"]["augmented_from"].is_not_null().all()
+
+
+def test_read_by_parts_gives_what_one_query_over_every_row_gives(tmp_path):
+    rows = pl.DataFrame({"record_id": [f"r{i:03d}" for i in range(250)], "n": range(250)})
+    for k, piece in enumerate(rows.iter_slices(90)):  # parts cross file boundaries
+        piece.write_parquet(tmp_path / f"part-{k}.parquet")
+    records = pl.scan_parquet(tmp_path / "*.parquet")
+
+    def query(frame: pl.LazyFrame) -> pl.LazyFrame:
+        return frame.filter(pl.col("n") % 7 == 0).select("record_id")
+
+    read = read_by_parts(records, 40, query)
+    assert read.equals(query(records).collect()) and read.height == 36
+    assert read_by_parts(records.clear(), 40, query).height == 0
