@@ -43,7 +43,8 @@ def eval_register(
     as_json: JsonOption = False,
 ) -> None:
     """Store an evaluation set that every later run protects: its items, n-gram index,
-    MinHash signatures and embeddings in the work folder, their sha256s in the catalog."""
+    MinHash signatures (and embeddings, when the config's embedding check is on) in the work
+    folder, their sha256s in the catalog."""
     import re
 
     from data_catalog import eval_sets

@@ -389,7 +389,7 @@ def test_an_evaluation_set_round_trips_and_its_files_are_reused(embedded, plante
 
 def test_a_changed_or_missing_file_is_refused_naming_the_set_and_the_fix(humaneval, tmp_path):
     methods = ContaminationMethods()
-    files = write_eval_set(humaneval.head(20), tmp_path, methods, None, embed=False)
+    files = write_eval_set(humaneval.head(20), tmp_path, methods, None)
     assert len(files) == 3
     grams = tmp_path / "ngrams-v1-n13-s5.parquet"
     data = bytearray(grams.read_bytes())
