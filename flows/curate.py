@@ -438,32 +438,20 @@ STEP_TASKS = {
 }
 
 
-@flow(name="stage-parts")
-def stage_parts(
-    plan: RunPlan, name: str, step: str, mapped: dict[str, list], fixed: dict[str, Any]
-) -> list[dict]:
-    """Map one step of a stage over its parts (or key partitions) on the configured runner."""
-    futures = (
-        STEP_TASKS[step]
-        .with_options(name=f"{name}_{step}")
-        .map(
-            plan, unmapped(name), **mapped, **{key: unmapped(value) for key, value in fixed.items()}
-        )
-    )
-    return futures.result()
-
-
 def _map_step(
     plan: RunPlan, name: str, step: str, mapped: dict[str, list], fixed: dict[str, Any]
 ) -> list[dict]:
-    """`stage_parts` on the run's runner; one item on the local runner runs here, unmapped."""
+    """Map one step of a stage over its parts (or key partitions) on the run's runner, as tasks
+    of the run's flow (a subflow per step cost about a second each); one item on the local
+    runner runs here, unmapped."""
     items = len(next(iter(mapped.values())))
     if items == 1 and plan.config.runner.kind == "local":  # nothing to spread
         return [STEP_TASKS[step].fn(plan, name, **fixed, **{k: v[0] for k, v in mapped.items()})]
-    with reachable_api(plan.config.runner):
-        return stage_parts.with_options(
-            name=f"{name}-{step}", task_runner=task_runner(plan.config.runner)
-        )(plan, name, step, mapped, fixed)
+    named = STEP_TASKS[step].with_options(name=f"{name}_{step}")
+    fixed = {"plan": plan, "name": name, **fixed}
+    parameters = mapped | {key: unmapped(value) for key, value in fixed.items()}
+    with reachable_api(plan.config.runner), task_runner(plan.config.runner) as runner:
+        return runner.map(named, parameters).result()
 
 
 @contextmanager
