@@ -59,7 +59,7 @@ from pipeline.publish.reader import read_version
 from pipeline.publish.stage import publish
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion
 from pipeline.split.field_leakage import field_lists, single_feature_check
-from pipeline.stage import CURATE_STAGES, STAGES, RunContext, key_partition
+from pipeline.stage import CURATE_STAGES, STAGES, Indexed, RunContext, key_partition
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 # host, pid, process start time and Prefect flow run of the process running it, while it runs
@@ -319,21 +319,22 @@ def _task_facts(started: float) -> dict[str, Any]:
 
 @task(**TASK_OPTIONS)
 def part_task(
-    plan: RunPlan, name: str, input_dir: str, part: int, offset: int, decisions: str | None = None
+    plan: RunPlan, name: str, input_dir: str, part: int, offset: int, shared: str | None = None
 ) -> dict[str, Any]:
-    """Run a per-part stage (or a by-key stage's apply step, by the decisions in that file) on
-    one part of its input and write that part's records, events and review items; a retry
-    rewrites the same files."""
+    """Run a per-part stage on one part of its input (an indexed stage against the index in
+    the `shared` folder; a by-key stage's apply step by the decisions in the `shared` file)
+    and write that part's records, events and review items; a retry rewrites the same files."""
     started = _task_start()
     stage = STAGES[name]
     frame = _part(plan, input_dir, offset)
     ctx = plan.context(with_parent=False)
-    if decisions is None:
+    function, settings = stage.load(), stage.settings(plan.config)
+    if shared is None:
         result = stage(frame, plan.config, ctx)
+    elif isinstance(function, Indexed):
+        result = function.check(frame, settings, ctx, Path(shared))
     else:
-        result = stage.load().apply(
-            frame, pl.scan_parquet(decisions), stage.settings(plan.config), ctx
-        )
+        result = function.apply(frame, pl.scan_parquet(shared), settings, ctx)
     out = plan.stage_dir(name) / f"part-{part:05d}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
     result.frame.sink_parquet(out, **INTERMEDIATE_PARQUET)
@@ -513,12 +514,13 @@ def _offsets(plan: RunPlan, records: int) -> list[int]:
 
 
 def _run_parts(
-    plan: RunPlan, name: str, input_dir: str, records: int, decisions: str | None = None
+    plan: RunPlan, name: str, input_dir: str, records: int, shared: str | None = None
 ) -> tuple[list[dict], dict[str, Any]]:
     """Run a stage (or a by-key stage's apply step) part by part on its `records` input
-    records; its parts' results, and how they ran."""
+    records, with what its global step made for every part (`shared`); its parts' results,
+    and how they ran."""
     offsets = _offsets(plan, records)
-    fixed = {"input_dir": input_dir} | ({"decisions": decisions} if decisions else {})
+    fixed = {"input_dir": input_dir} | ({"shared": shared} if shared else {})
     parts = _map_step(
         _slim(plan), name, "part", {"part": list(range(len(offsets))), "offset": offsets}, fixed
     )
@@ -551,8 +553,20 @@ def _finish_parts(
 
 @task(**TASK_OPTIONS)
 def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
-    """Run a per-part stage part by part, merge the parts' stats and queue their review items."""
-    parts, accounting = _run_parts(plan, name, input_dir, _rows(input_dir))
+    """Run a per-part stage part by part (an indexed one after building its index here, once,
+    under the run folder, where every part reads it), merge the parts' stats and queue their
+    review items."""
+    stage, index = STAGES[name], None
+    function = stage.load()
+    if isinstance(function, Indexed):
+        index = plan.stage_dir(f"{name}-index")
+        shutil.rmtree(index, ignore_errors=True)
+        index.mkdir(parents=True)
+        records = pl.scan_parquet(Path(input_dir) / "*.parquet")
+        function.build(records, stage.settings(plan.config), plan.context(), index)
+    parts, accounting = _run_parts(plan, name, input_dir, _rows(input_dir), index and str(index))
+    if index is not None:
+        shutil.rmtree(index)
     stats = STAGES[name].merge_stats([part["stats"] for part in parts])
     _finish_parts(plan, name, parts, stats)
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}

@@ -19,6 +19,10 @@ hashes) and makes the decisions, and `apply` edits one part by them. The runner 
 partitions over tasks; called as a stage function, a ByKey runs its steps on every
 record at once, with the same answer.
 
+A per-part stage whose parts are all checked against data built once from the whole input
+(contamination: the indexes of this run's test split and the protected evaluation sets) is an
+`Indexed`: `build` writes that data into a folder once, `check` decides one part by it.
+
 `CURATE_STAGES` is the one list of the stages in order. flows/curate.py builds its tasks from
 it and `thresher dedup` finds its methods in it; a stage's function is imported the first
 time it runs, so that a caller pays only for the stages it uses.
@@ -26,6 +30,8 @@ time it runs, so that a caller pays only for the stages it uses.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -82,8 +88,9 @@ class Stage:
     # cluster_id and split once a stage has added them); tests/pipeline/test_stage.py checks
     adds: tuple[str, ...] = ()
     kind: Literal["source", "records", "sink"] = "records"
-    # per_part: records are decided one by one, so parts run as separate tasks (on threads or
-    # a Dask cluster) and give the answer of one call on every record; by_key: its function
+    # per_part: records are decided one by one (an Indexed stage: against an index built once),
+    # so parts run as separate tasks (on threads or a Dask cluster) and give the answer of one
+    # call on every record; by_key: its function
     # is a ByKey, run as tasks per part and per key partition; whole: the stage reads every
     # record at once.
     runs: Literal["per_part", "by_key", "whole"] = "whole"
@@ -175,6 +182,29 @@ class ByKey:
         return dict(sorted((add_counts(parts) | decided).items()))
 
 
+@dataclass(frozen=True)
+class Indexed:
+    """A per-part stage whose parts are checked against an index built once from the whole
+    input: build(frame, cfg, ctx, folder) writes it into `folder`; check(part, cfg, ctx,
+    folder) -> the part's StageResult, whose stats `merge` combines over the parts."""
+
+    build: Callable[..., None]
+    check: Callable[..., StageResult]
+    merge: Callable[[list[dict[str, Any]]], dict[str, Any]]
+
+    def __call__(self, frame: pl.LazyFrame, cfg: Any, ctx: RunContext) -> StageResult:
+        """The stage on every record at once: the index built, one part checked."""
+        ctx.run_dir.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="index-", dir=ctx.run_dir))
+        try:
+            self.build(frame, cfg, ctx, folder)
+            result = self.check(frame, cfg, ctx, folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        result.stats = self.merge([result.stats])
+        return result
+
+
 def key_partition(key: pl.Expr, partitions: int, dtype: pl.DataType) -> pl.Expr:
     """The key partition of a key of `dtype` (a hex digest, or an integer hash): the same for
     a key on every part and worker."""
@@ -248,7 +278,10 @@ CURATE_STAGES: tuple[Stage, ...] = (
         "augment", "augment", "pipeline.augment.augment:augment",
         adds=("augmented_from",), checks=("no_leakage",),
     ),
-    Stage("contamination", "contamination", "pipeline.contamination.stage:contamination"),
+    Stage(
+        "contamination", "contamination", "pipeline.contamination.stage:contamination",
+        runs="per_part", merge="pipeline.contamination.stage:merge_stats",
+    ),
     Stage("publish", "publish", "pipeline.publish.stage:publish", kind="sink"),
 )  # fmt: skip
 STAGES = {stage.name: stage for stage in CURATE_STAGES}

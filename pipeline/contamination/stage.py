@@ -8,14 +8,22 @@ for a reviewer. Its evidence names the strongest match of a deciding method: the
 set ("test" for this run's test split), the item, the method, the score and the matched
 words. A reviewer's approval lets the record pass on later runs while its content and its
 matches stay the same; a rejection drops it. Records of the test split are never checked: they are what is protected.
+
+The stage is an `Indexed` one: `build_index` builds the indexes of the test split and the
+protected sets once, and `check` checks one part against them, so the runner spreads the parts
+over tasks; `merge_stats` gives the parts' figures of one call on every record.
 """
 
 from __future__ import annotations
 
+import pickle
 import shutil
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import polars as pl
 
 from pipeline.config import ContaminationConfig
@@ -23,7 +31,7 @@ from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.schema import review_decisions
 from pipeline.review import masked_for_review, review_items_of, with_review_hash
-from pipeline.stage import RunContext, StageResult
+from pipeline.stage import Indexed, RunContext, StageResult, add_counts
 from pipeline.text.eval_index import MATCH_SCHEMA, METHODS, ContaminationIndex, strongest
 
 STAGE = "contamination"
@@ -31,19 +39,30 @@ TEST_SPLIT = "test"  # the evaluation-set name the run's own test split gets in 
 EXAMPLES = 20  # record ids listed per evaluation set in the stats
 ITEM_TEXT_SHOWN = 2000  # characters of the matched evaluation text a reviewer sees
 _SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
+INDEX_FILE = "indexes.pickle"  # [(evaluation set name, ContaminationIndex, items)]
 
 
-def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext) -> StageResult:
-    """Check the records of the `cfg.check` splits batch by batch (`runner.part_rows` records
-    at a time, read back from a work file) against indexes built once: memory holds the
-    indexes, one batch, the dropped records' evidence and the quarantined records (for the
-    review queue), never every record."""
+def build_index(
+    frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext, folder: Path
+) -> None:
+    """The indexes every part is checked against, built once into `folder`: this run's test
+    split (read from the stage's whole input) and every protected evaluation set."""
+    targets = _targets(frame, cfg, ctx, _embedding_cache(ctx))
+    with (folder / INDEX_FILE).open("wb") as file:
+        pickle.dump(targets, file, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def check(
+    frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext, folder: Path
+) -> StageResult:
+    """Check the records of the `cfg.check` splits against the indexes in `folder`, batch by
+    batch (`runner.part_rows` records at a time, read back from a work file): memory holds
+    the indexes, one batch, the dropped records' evidence and the quarantined records (for
+    the review queue), never every record. Its stats are a part's (see `merge_stats`)."""
     started = time.perf_counter()
-    embedding_cache = Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
-    targets = _targets(frame, cfg, ctx, embedding_cache)
-    work = ctx.run_dir / "contamination-work"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    embedding_cache = _embedding_cache(ctx)
+    targets = pickle.loads((folder / INDEX_FILE).read_bytes())
+    work = Path(tempfile.mkdtemp(prefix="contamination-work-", dir=folder))
     try:
         checked = work / "checked.parquet"
         frame.filter(pl.col("split").is_in(cfg.check)).select(
@@ -64,7 +83,7 @@ def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext
     finally:
         shutil.rmtree(work, ignore_errors=True)
     matched = pl.concat([_MATCHED, *found])
-    per_set = {name: _set_figures(size, matched, name) for name, _, size in targets}
+    per_set = {name: _part_figures(index, matched, name) for name, index, _ in targets}
     dropped = pl.concat(drops).sort("record_id")
     quarantined, approvals, rejections = _reviewed(
         pl.concat(quarantines).sort("record_id"), ctx.review_decisions
@@ -91,6 +110,23 @@ def contamination(frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext
     return StageResult(
         frame=kept, events=events, stats=stats, review_items=_review_items(quarantined)
     )
+
+
+def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The stats of one call on every record from the parts': counts add up; an evaluation
+    set's contaminated items are the union of the parts' (bitmaps over its items), and its
+    examples the first record ids of all."""
+    sets = [part.pop("eval_sets") for part in parts]
+    merged = add_counts(parts)
+    merged["eval_sets"] = {name: _set_figures([found[name] for found in sets]) for name in sets[0]}
+    return merged
+
+
+contamination = Indexed(build=build_index, check=check, merge=merge_stats)
+
+
+def _embedding_cache(ctx: RunContext) -> Path:
+    return Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
 
 
 _MATCHED = pl.DataFrame(
@@ -152,24 +188,56 @@ def _batch_matches(
     return pl.concat([_EMPTY_MATCHES, *found], how="diagonal_relaxed")
 
 
-def _set_figures(size: int, matched: pl.DataFrame, name: str) -> dict:
-    """The figures of one evaluation set for the run report, from every batch's matches
-    (eval_set, item_id, method, record_id); examples are the first record ids."""
+def _part_figures(index: ContaminationIndex, matched: pl.DataFrame, name: str) -> dict:
+    """One part's figures of one evaluation set, from every batch's matches (eval_set,
+    item_id, method, record_id): records per method, the items matched (any method, and per
+    method) as bitmaps over the index's items, and the part's first record ids."""
     matches = matched.filter(pl.col("eval_set") == name)
-    by_method = {
-        method: {
-            "records": group["record_id"].n_unique(),
-            "items": group["item_id"].n_unique(),
-        }
-        for (method,), group in matches.group_by("method", maintain_order=True)
+    position = {
+        "item_id": index.items["item_id"],
+        "at": pl.int_range(index.items.height, eager=True),
     }
-    records = matches["record_id"].unique().sort()
+    numbered = matches.join(pl.DataFrame(position), on="item_id", how="left")
+
+    def bitmap(items: pl.Series) -> bytes:
+        bits = np.zeros(index.items.height, dtype=bool)
+        bits[items.to_numpy()] = True
+        return np.packbits(bits).tobytes()
+
+    by_method = {
+        method: {"records": group["record_id"].n_unique(), "items": bitmap(group["at"])}
+        for (method,), group in numbered.group_by("method", maintain_order=True)
+    }
     return {
-        "items": size,
-        "contaminated_items": matches["item_id"].n_unique(),
-        "records": records.len(),
-        "by_method": {m: by_method[m] for m in METHODS if m in by_method},
-        "examples": records.head(EXAMPLES).to_list(),
+        "items": index.items.height,
+        "matched": bitmap(numbered["at"]),
+        "records": matches["record_id"].n_unique(),
+        "by_method": by_method,
+        "examples": matches["record_id"].unique().sort().head(EXAMPLES).to_list(),
+    }
+
+
+def _set_figures(parts: list[dict]) -> dict:
+    """The figures of one evaluation set for the run report, from its parts' figures."""
+
+    def count(bitmaps: list[bytes]) -> int:
+        union = np.bitwise_or.reduce([np.frombuffer(b, dtype=np.uint8) for b in bitmaps])
+        return int(np.unpackbits(union).sum())
+
+    methods = [m for m in METHODS if any(m in part["by_method"] for part in parts)]
+    by_method = {}
+    for method in methods:
+        found = [part["by_method"][method] for part in parts if method in part["by_method"]]
+        by_method[method] = {
+            "records": sum(entry["records"] for entry in found),
+            "items": count([entry["items"] for entry in found]),
+        }
+    return {
+        "items": parts[0]["items"],
+        "contaminated_items": count([part["matched"] for part in parts]),
+        "records": sum(part["records"] for part in parts),
+        "by_method": by_method,
+        "examples": sorted(r for part in parts for r in part["examples"])[:EXAMPLES],
     }
 
 

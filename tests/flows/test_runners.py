@@ -29,7 +29,8 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
 SIGNATURE = "Sent from my Thresher test phone: please do not reply to this automated message."
 KEYED = ("exact_dedup", "near_dedup", "boilerplate")
-PER_PART = ("govern", "quality", *KEYED)  # the keyed stages: their apply steps
+# the keyed stages: their apply steps; contamination: its parts, checked against one index
+PER_PART = ("govern", "quality", *KEYED, "contamination")
 PART_ROWS = 160  # about 800 records: five parts, each step's tasks on both workers
 
 
@@ -47,6 +48,10 @@ def run_with(config: Path, runner: dict, workdir: str) -> dict:
     )
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def untimed(stats: dict) -> dict:
+    return {key: value for key, value in stats.items() if key != "seconds"}
 
 
 def embedded_default_env(home: Path) -> dict[str, str]:
@@ -92,8 +97,19 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     edited["text"] = longest["text"] + " ok"
     signed += [conflict, edited]
     write_jsonl(sms_project.parent / "data" / "sms-1.jsonl", signed)
+    # a protected set quoting long messages from every part: contamination is found in each
+    quoted = [row for row in signed[::50] if len(row["text"].split()) >= 20]
+    protected = write_jsonl(tmp_path / "quoted.jsonl", [{"text": r["text"]} for r in quoted])
+    for workdir in ("work-whole", "work-parts", "work-dask"):
+        registered = CliRunner().invoke(
+            app,
+            ["eval", "register", "quoted", str(protected), "-w", str(sms_project.parent / workdir)],
+        )
+        assert registered.exit_code == 0, registered.stderr
     whole = run_with(sms_project, {"kind": "local"}, "./work-whole")
-    parts = run_with(sms_project, {"kind": "local", "part_rows": PART_ROWS, "workers": 2}, "./work-parts")
+    parts = run_with(
+        sms_project, {"kind": "local", "part_rows": PART_ROWS, "workers": 2}, "./work-parts"
+    )
     assert parts["dataset_hash"] == whole["dataset_hash"]
     assert parts["reasons"] == whole["reasons"] and parts["changes"] == whole["changes"]
     assert parts["review"] == whole["review"] and whole["review"]["queued_new"] > 0
@@ -101,6 +117,8 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     assert parts["dedup"]["boilerplate"] == whole["dedup"]["boilerplate"]
     assert parts["dedup"]["exact"] == whole["dedup"]["exact"]
     assert parts["dedup"]["minhash"] == whole["dedup"]["minhash"]
+    assert untimed(parts["contamination"]) == untimed(whole["contamination"])
+    assert whole["contamination"]["eval_sets"]["quoted"]["contaminated_items"] >= 3
     assert whole["dedup"]["exact"]["dropped"] > 5
     assert whole["dedup"]["minhash"]["dropped"] >= 1
     assert whole["dedup"]["exact"]["label_conflicts"]["queued"] >= 1
@@ -136,7 +154,9 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
             client.wait_for_workers(2, timeout=60)
             client.register_plugin(CrashOnFirstTask("reduce_task", str(killed)))
             variant = with_runner(
-                sms_project, {"kind": "dask", "address": address, "part_rows": PART_ROWS}, "./work-dask"
+                sms_project,
+                {"kind": "dask", "address": address, "part_rows": PART_ROWS},
+                "./work-dask",
             )
             run = subprocess.run(
                 [BIN / "thresher", "run", "--config", str(variant), "--json"],
@@ -160,6 +180,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     assert on_dask["reasons"] == whole["reasons"] and on_dask["quality"] == whole["quality"]
     for method in ("exact", "minhash", "boilerplate"):
         assert on_dask["dedup"][method] == whole["dedup"][method]
+    assert untimed(on_dask["contamination"]) == untimed(whole["contamination"])
     keyed = sum(parts["steps"][name]["key_partitions"] for name in KEYED)
     assert keyed == sum(parts["steps"][name]["parts"] for name in KEYED)
     assert killed.exists(), "no worker was killed"

@@ -9,10 +9,10 @@ from helpers import SMS_SOURCE, sms_rows, write_jsonl
 from polars.testing import assert_frame_equal
 
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
-from pipeline.contamination.stage import contamination
+from pipeline.contamination.stage import build_index, check, contamination
 from pipeline.ingest.stage import ingest
 from pipeline.split.stage import split
-from pipeline.stage import RunContext
+from pipeline.stage import STAGES, RunContext
 
 
 def split_records(tmp_path, sms_spam) -> pl.DataFrame:
@@ -56,4 +56,44 @@ def test_batches_give_the_answer_of_one(tmp_path, sms_spam):
     assert {k: v for k, v in batched.stats.items() if k not in drop} == {
         k: v for k, v in whole.stats.items() if k not in drop
     }
-    assert not (tmp_path / "batched" / "contamination-work").exists()
+    assert not list((tmp_path / "batched").iterdir())  # the index and work files are gone
+
+
+def test_parts_checked_against_one_index_give_the_answer_of_one_call(tmp_path, sms_spam):
+    """Contamination runs part by part (an Indexed stage): the test split's and protected
+    sets' indexes built once from the whole input, each part checked against them; the parts'
+    records, events and review items together, and their merged stats, are one call's."""
+    records = split_records(tmp_path, sms_spam).sample(fraction=1.0, shuffle=True, seed=5)
+    # copies drop (MinHash 1.0); copies with words added wait for a reviewer (exact, n-grams)
+    methods = {
+        "exact": "quarantine",
+        "ngram": {"action": "quarantine"},
+        "minhash": {"threshold": 0.99, "action": "drop"},
+    }
+    cfg = RunConfig(name="c", sources=[], contamination={"methods": methods})
+    ctx = RunContext(run_id="r", run_dir=tmp_path / "run", config=cfg, config_hash=config_hash(cfg))
+    whole = contamination(records.lazy(), cfg.contamination, ctx)
+
+    index = tmp_path / "index"
+    index.mkdir()
+    build_index(records.lazy(), cfg.contamination, ctx, index)
+    parts = [
+        check(records.lazy().slice(start, 61), cfg.contamination, ctx, index)
+        for start in range(0, records.height, 61)
+    ]
+    assert_frame_equal(pl.concat(p.frame.collect() for p in parts), whole.frame.collect())
+    events = pl.concat(p.events for p in parts)
+    assert_frame_equal(events.sort("record_id"), whole.events.sort("record_id"))
+    items = [p.review_items for p in parts if p.review_items is not None]
+    assert_frame_equal(pl.concat(items).sort("record_id"), whole.review_items.sort("record_id"))
+    merged = STAGES["contamination"].merge_stats([p.stats for p in parts])
+    drop = ("seconds",)
+    assert {k: v for k, v in merged.items() if k not in drop} == {
+        k: v for k, v in whole.stats.items() if k not in drop
+    }
+    figures = whole.stats["eval_sets"]["test"]
+    assert whole.stats["dropped"] >= 8 and whole.stats["quarantined"] >= 4
+    assert figures["records"] >= 12 and 0 < figures["contaminated_items"] <= 12
+    assert set(figures["by_method"]) >= {"exact", "ngram"}
+    flagged = {p: set(part.events["record_id"]) for p, part in enumerate(parts)}
+    assert sum(1 for found in flagged.values() if found) > 1  # the matches span parts
