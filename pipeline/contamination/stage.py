@@ -39,6 +39,9 @@ TEST_SPLIT = "test"  # the evaluation-set name the run's own test split gets in 
 EXAMPLES = 20  # record ids listed per evaluation set in the stats
 ITEM_TEXT_SHOWN = 2000  # characters of the matched evaluation text a reviewer sees
 _SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
+# records matched at once: a batch's matches grow with the records and with how often they
+# repeat the test split (10M spine records, 500,000 a batch: 5.1 GB a part task)
+CHECK_BATCH = 100_000
 INDEX_FILE = "indexes.pickle"  # [(evaluation set name, ContaminationIndex, items)]
 
 
@@ -56,9 +59,10 @@ def check(
     frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext, folder: Path
 ) -> StageResult:
     """Check the records of the `cfg.check` splits against the indexes in `folder`, batch by
-    batch (`runner.part_rows` records at a time, read back from a work file): memory holds
-    the indexes, one batch, the dropped records' evidence and the quarantined records (for
-    the review queue), never every record. Its stats are a part's (see `merge_stats`)."""
+    batch (at most CHECK_BATCH records at a time, read back from a work file): memory holds
+    the indexes, one batch and its matches, the dropped records' evidence and the quarantined
+    records (for the review queue), never every record. Its stats are a part's (see
+    `merge_stats`)."""
     started = time.perf_counter()
     embedding_cache = _embedding_cache(ctx)
     targets = pickle.loads((folder / INDEX_FILE).read_bytes())
@@ -70,8 +74,9 @@ def check(
         ).sink_parquet(checked, compression="lz4")
         n_checked = pl.scan_parquet(checked).select(pl.len()).collect().item()
         found, drops, quarantines = [], [], []
-        for offset in range(0, max(n_checked, 1), ctx.config.runner.part_rows):
-            batch = pl.scan_parquet(checked).slice(offset, ctx.config.runner.part_rows).collect()
+        size = min(ctx.config.runner.part_rows, CHECK_BATCH)
+        for offset in range(0, max(n_checked, 1), size):
+            batch = pl.scan_parquet(checked).slice(offset, size).collect()
             matches = _batch_matches(batch, targets, embedding_cache)
             ids = batch["record_id"].gather(matches["row"])
             found.append(matches.select("eval_set", "item_id", "method").with_columns(ids))
