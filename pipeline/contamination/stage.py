@@ -40,7 +40,8 @@ EXAMPLES = 20  # record ids listed per evaluation set in the stats
 ITEM_TEXT_SHOWN = 2000  # characters of the matched evaluation text a reviewer sees
 _SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
 # records matched at once: a batch's matches grow with the records and with how often they
-# repeat the test split (10M spine records, 500,000 a batch: 5.1 GB a part task)
+# repeat the test split (10M spine records: a part task held 5.1 GB with batches of 500,000,
+# 2.9 GB with these)
 CHECK_BATCH = 100_000
 INDEX_FILE = "indexes.pickle"  # [(evaluation set name, ContaminationIndex, items)]
 
