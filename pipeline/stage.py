@@ -90,11 +90,11 @@ class Stage:
     kind: Literal["source", "records", "sink"] = "records"
     # per_part: records are decided one by one (an Indexed stage: against an index built once),
     # so parts run as separate tasks (on threads or a Dask cluster) and give the answer of one
-    # call on every record; by_key: its function
-    # is a ByKey, run as tasks per part and per key partition; whole: the stage reads every
-    # record at once.
+    # call on every record; by_key: its function is a ByKey, run as tasks per part and per key
+    # partition; whole: the stage reads every record at once.
     runs: Literal["per_part", "by_key", "whole"] = "whole"
-    # per_part: "module:attribute" combining the parts' stats (default: add_counts)
+    # per_part: "module:attribute" combining the parts' stats (default: an Indexed stage's
+    # merge, else add_counts)
     merge: str | None = None
     # post-conditions the flow checks on the output: "no_leakage" = no group, duplicate
     # cluster or text in two splits (pipeline/leakage.py)
@@ -106,10 +106,11 @@ class Stage:
 
     def merge_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
         """The stats of one call on every record, from the stats of each part's call."""
-        if self.merge is None:
-            return add_counts(parts)
-        module, attribute = self.merge.split(":")
-        return getattr(import_module(module), attribute)(parts)
+        if self.merge is not None:
+            module, attribute = self.merge.split(":")
+            return getattr(import_module(module), attribute)(parts)
+        function = self.load()
+        return function.merge(parts) if isinstance(function, Indexed) else add_counts(parts)
 
     def settings(self, cfg: RunConfig) -> Any:
         return getattr(cfg, self.section)
@@ -280,7 +281,7 @@ CURATE_STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "contamination", "contamination", "pipeline.contamination.stage:contamination",
-        runs="per_part", merge="pipeline.contamination.stage:merge_stats",
+        runs="per_part",
     ),
     Stage("publish", "publish", "pipeline.publish.stage:publish", kind="sink"),
 )  # fmt: skip

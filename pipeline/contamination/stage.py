@@ -43,7 +43,7 @@ _SHOWN = ["text", "metadata", "group", "label", "license", "consent"]
 # repeat the test split (10M spine records: a part task held 5.1 GB with batches of 500,000,
 # 2.9 GB with these)
 CHECK_BATCH = 100_000
-INDEX_FILE = "indexes.pickle"  # [(evaluation set name, ContaminationIndex, items)]
+INDEX_FILE = "indexes.pickle"  # [(evaluation set name, ContaminationIndex)]
 
 
 def build_index(
@@ -89,7 +89,7 @@ def check(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     matched = pl.concat([_MATCHED, *found])
-    per_set = {name: _part_figures(index, matched, name) for name, index, _ in targets}
+    per_set = {name: _part_figures(index, matched, name) for name, index in targets}
     dropped = pl.concat(drops).sort("record_id")
     quarantined, approvals, rejections = _reviewed(
         pl.concat(quarantines).sort("record_id"), ctx.review_decisions
@@ -122,8 +122,8 @@ def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The stats of one call on every record from the parts': counts add up; an evaluation
     set's contaminated items are the union of the parts' (bitmaps over its items), and its
     examples the first record ids of all."""
-    sets = [part.pop("eval_sets") for part in parts]
-    merged = add_counts(parts)
+    sets = [part["eval_sets"] for part in parts]
+    merged = add_counts([{k: v for k, v in part.items() if k != "eval_sets"} for part in parts])
     merged["eval_sets"] = {name: _set_figures([found[name] for found in sets]) for name in sets[0]}
     return merged
 
@@ -151,8 +151,8 @@ _EMPTY_MATCHES = pl.DataFrame(
 
 def _targets(
     frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext, embedding_cache: Path
-) -> list[tuple[str, ContaminationIndex, int]]:
-    """(name, index, items) of this run's test split, when checked against, and of every
+) -> list[tuple[str, ContaminationIndex]]:
+    """(name, index) of this run's test split, when checked against, and of every
     protected evaluation set."""
     targets = []
     if cfg.against_test:
@@ -165,24 +165,24 @@ def _targets(
             .sort("item_id")
         )
         index = ContaminationIndex.build(items, cfg.methods, None, embedding_cache)
-        targets.append((TEST_SPLIT, index, items.height))
+        targets.append((TEST_SPLIT, index))
     for eval_set in ctx.eval_sets:
         index = ContaminationIndex.build(
             eval_set.items, cfg.methods, eval_set.folder, embedding_cache
         )
-        targets.append((eval_set.name, index, eval_set.items.height))
+        targets.append((eval_set.name, index))
     return targets
 
 
 def _batch_matches(
-    batch: pl.DataFrame, targets: list[tuple[str, ContaminationIndex, int]], embedding_cache: Path
+    batch: pl.DataFrame, targets: list[tuple[str, ContaminationIndex]], embedding_cache: Path
 ) -> pl.DataFrame:
     """Every match of a batch's records, per evaluation set: (row, item_id, method, score,
     span, eval_set, item_text), `row` a record's position in the batch."""
     found = []
     probe = batch.select("text", "content_hash")
-    for name, index, size in targets:
-        if not (batch.height and size):
+    for name, index in targets:
+        if not (batch.height and index.items.height):
             continue
         matches = index.matches(probe, embedding_cache)
         item_texts = index.items.select("item_id", pl.col("text").alias("item_text"))
