@@ -35,7 +35,7 @@ from pipeline.stage import STAGES, ByKey, RunContext
 
 OUT = Path(__file__).resolve().parent / "out" / "profile"
 PHASES = {  # module: the functions and methods timed as steps
-    "pipeline.dedup.near": ["_part_sketches", "_members", "_evidence_similarity"],
+    "pipeline.dedup.near": ["_part_sketches", "_members_and_pairs", "_evidence_similarity"],
     "pipeline.dedup.duplicates": [
         "members_frame", "numbered", "resolve", "decide", "apply_decisions", "apply",
     ],

@@ -183,27 +183,53 @@ def checked_label(entry: dict[str, Any], decision: str, label: str | None) -> st
     return label
 
 
-def members(entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """The cluster members an item's evidence lists (record_id, source, label); none for
-    items of other reasons."""
+def _evidence(entry: dict[str, Any]) -> dict[str, Any]:
     try:
         evidence = json.loads(entry["evidence"] or "null")
     except ValueError:
-        return []
-    listed = evidence.get("members") if isinstance(evidence, dict) else None
+        return {}
+    return evidence if isinstance(evidence, dict) else {}
+
+
+def members(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cluster members an item's evidence lists (record_id, source, label; at most
+    pipeline/dedup/label_conflicts.py's LISTED); none for items of other reasons."""
+    listed = _evidence(entry).get("members")
     return listed if isinstance(listed, list) else []
 
 
+def members_total(entry: dict[str, Any]) -> int:
+    """How many members the item's cluster has (more than `members` lists in a large one)."""
+    total = _evidence(entry).get("members_total")
+    return total if isinstance(total, int) else len(members(entry))
+
+
+def member_label_counts(entry: dict[str, Any]) -> Counter:
+    """Members per label (None: no label) of the whole cluster, also when the evidence lists
+    only some of its members."""
+    evidence = _evidence(entry)
+    counted = evidence.get("labels")
+    if not isinstance(counted, dict):
+        return Counter(member.get("label") for member in members(entry))
+    counts = Counter({label: n for label, n in counted.items() if isinstance(n, int)})
+    unlabelled = members_total(entry) - sum(counts.values())
+    if unlabelled > 0:
+        counts[None] = unlabelled
+    return counts
+
+
 def member_labels(entry: dict[str, Any]) -> str:
-    """`spam ×2 (sms), ham ×1 (sms, forum)`: each label with its members' count and sources."""
-    counts = Counter(member.get("label") for member in members(entry))
+    """`spam ×2 (sms), ham ×1 (sms, forum)`: each label with its members' count and the
+    sources of its listed members."""
+    counts = member_label_counts(entry)
     sources: dict[Any, set[str]] = {}
     for member in members(entry):
         sources.setdefault(member.get("label"), set()).add(str(member.get("source")))
     if not counts:
         return "(no members listed)"
     return ", ".join(
-        f"{'null' if label is None else label} ×{n} ({', '.join(sorted(sources[label]))})"
+        f"{'null' if label is None else label} ×{n}"
+        + (f" ({', '.join(sorted(sources[label]))})" if label in sources else "")
         for label, n in sorted(counts.items(), key=lambda pair: (-pair[1], str(pair[0])))
     )
 

@@ -336,7 +336,10 @@ def create_app(
             max_note=MAX_NOTE_CHARS,
             needs_label=entry["reason"] in review_queue.LABEL_REASONS,
             members=members,
-            label_choices=sorted({str(m["label"]) for m in members if m.get("label") is not None}),
+            members_total=review_queue.members_total(entry),
+            label_choices=sorted(
+                str(label) for label in review_queue.member_label_counts(entry) if label is not None
+            ),
             labels=review_queue.labels(catalog, item_id),
             max_label=MAX_LABEL_CHARS,
         )

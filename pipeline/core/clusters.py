@@ -15,8 +15,10 @@ def components(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndar
     then compresses paths by pointer jumping. Returns (nodes, the smallest node of each
     node's component)."""
     nodes = sorted_unique(np.concatenate([left, right]))
-    a, b = np.searchsorted(nodes, left), np.searchsorted(nodes, right)
-    parent = np.arange(len(nodes))
+    index = np.uint32 if len(nodes) < 2**32 else np.int64  # half the memory of int64 positions
+    a = np.searchsorted(nodes, left).astype(index)
+    b = np.searchsorted(nodes, right).astype(index)
+    parent = np.arange(len(nodes), dtype=index)
     while True:
         root_a, root_b = parent[a], parent[b]
         apart = root_a != root_b

@@ -84,7 +84,8 @@ def members_frame(
 
 def member_columns(frame: pl.LazyFrame, extra: tuple[str | pl.Expr, ...] = ()) -> pl.LazyFrame:
     """What `numbered` needs of each record of `frame` (and `extra`): a part's share of it
-    can be gathered on its own."""
+    can be gathered on its own. A record that is its own cluster has a null `cluster_id`
+    (most are: a copy of every record id would double what a decision holds)."""
     return with_cluster_ids(frame).select(
         *extra,
         "record_id",
@@ -93,7 +94,7 @@ def member_columns(frame: pl.LazyFrame, extra: tuple[str | pl.Expr, ...] = ()) -
         "timestamp",
         "license",
         "label",
-        "cluster_id",
+        pl.when(pl.col("cluster_id") != pl.col("record_id")).then("cluster_id").alias("cluster_id"),
         pl.col("text").str.len_chars().alias("_text_length"),
     )
 
@@ -192,7 +193,7 @@ def resolve(
             {"_i": nodes, "_cluster": roots}, schema={"_i": pl.UInt32, "_cluster": pl.UInt32}
         )
     named = (
-        members.select("_i", "cluster_id")
+        members.select("_i", pl.coalesce("cluster_id", "record_id").alias("cluster_id"))
         .join(clustered, on="_i")
         .with_columns(pl.col("cluster_id").min().over("_cluster"))
         .select("_i", "cluster_id")

@@ -5,7 +5,7 @@ pipeline/dedup/duplicates.py hands each cluster here after `resolve`, before the
 `dedup.label_conflicts` decides:
 
 - `review` (the default): every member, the kept record included, is quarantined (reason
-  `label_conflict`; evidence every member's record_id, source and label, the kept record as
+  `label_conflict`; evidence the members' record_id, source and label, the kept record as
   `representative`, and the method), and one review item is queued for the kept record. Its
   review hash covers what governance's covers (text, metadata, group, label, terms) and every
   member's (record_id, label): a cluster that gains a member or changes a label is reviewed
@@ -13,6 +13,12 @@ pipeline/dedup/duplicates.py hands each cluster here after `resolve`, before the
 - `majority`: the most common label wins and the cluster is resolved as any duplicate
   cluster; the kept record takes that label (an `edited` event, `label_majority`, with the
   labels counted, the minority's record ids, from and to). A tie is reviewed as above.
+
+The evidence lists at most LISTED members (and a majority's minority at most LISTED ids), in
+record-id order: a larger cluster's evidence adds `members_total` and `labels` (every member's
+label counted), so that each of its k events stays small instead of naming all k members (k²
+names in all: 18 clusters of 2,000 spine records held 5 GB). Every member's own event names
+the representative, so the ledger still tells each cluster's members.
 
 A reviewer's decision on the item (matched on record_id, source content hash and review hash)
 settles the cluster under either policy: approved with label L, the cluster is resolved as
@@ -45,6 +51,7 @@ from pipeline.review import review_items_of, with_review_hash
 from pipeline.stage import RunContext, read_by_parts
 
 REVIEW, MAJORITY = "review", "majority"
+LISTED = 50  # members (or minority ids) an event's evidence names
 _SHOWN = ["source_content_hash", "text", "metadata", "group", "label", "license", "consent"]
 _ROWS = {"record_id": pl.String, "source": pl.String, "reason": pl.String, "evidence": pl.String}
 
@@ -197,8 +204,11 @@ def _outcome(
     own = next(m["label"] for m in members if m["record_id"] == representative)
     counts = Counter(m["label"] for m in members if m["label"] is not None)
     ranked = counts.most_common()
-    shown = [{k: m[k] for k in ("record_id", "source", "label")} for m in members]
-    quarantine = _json({"members": shown, "representative": representative, "method": method})
+    shown = [{k: m[k] for k in ("record_id", "source", "label")} for m in members[:LISTED]]
+    listed = {"members": shown, "representative": representative, "method": method}
+    if len(members) > LISTED:
+        listed |= {"members_total": len(members), "labels": _counted(members)}
+    quarantine = _json(listed)
     outcome: dict[str, Any] = {
         "representative": representative,
         "members": members,
@@ -217,7 +227,9 @@ def _outcome(
     elif policy == MAJORITY and ranked[0][1] > ranked[1][1]:
         label = ranked[0][0]
         minority = [m["record_id"] for m in members if m["label"] not in (None, label)]
-        detail = {"labels": dict(sorted(counts.items())), "minority": minority}
+        detail = {"labels": _counted(members), "minority": minority[:LISTED]}
+        if len(minority) > LISTED:
+            detail["minority_total"] = len(minority)
         reason = reasons.LABEL_MAJORITY
         kind = "majority"
     else:
@@ -233,6 +245,11 @@ def _outcome(
         if m["survives"]
     ]
     return {**outcome, "outcome": kind, "label": label, "edits": edits}
+
+
+def _counted(members: list[dict[str, Any]]) -> dict[str, int]:
+    """Members per label (null labels left out), by label."""
+    return dict(sorted(Counter(m["label"] for m in members if m["label"] is not None).items()))
 
 
 def _json(value: Any) -> str:

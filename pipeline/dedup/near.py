@@ -135,11 +135,20 @@ def _gather(
 ) -> pl.DataFrame:
     """The pairs whose right document is in this part, each once (several key partitions
     find some), with that document's sketch, sent to the left document's part."""
-    pairs = pairs.unique(["left", "right"]).collect()
-    sketches = _part_sketches(part, pairs["right"], cfg.minhash)
-    return pairs.join(
-        sketches.rename({"doc": "right", "sketch": "right_sketch"}), on="right"
-    ).select("left", "right", "right_sketch", pl.col("left_part").alias("_to_part"))
+    return pl.concat(_gathered(part, pairs.unique(["left", "right"]).collect(), cfg.minhash))
+
+
+def _gathered(part: pl.LazyFrame, pairs: pl.DataFrame, settings: MinHashConfig):
+    """`_gather`'s rows, PAIR_CHUNK pairs at a time: a document in many pairs (a chain's
+    kept record) has its sketch copied into each of its rows."""
+    sketches = _part_sketches(part, pairs["right"], settings)
+    sketches = sketches.rename({"doc": "right", "sketch": "right_sketch"})
+    yield pl.DataFrame(schema={"left": pl.UInt64, "right": pl.UInt64, "right_sketch":
+                               _sketch_dtype(settings), "_to_part": pl.UInt32})  # fmt: skip
+    for chunk in pairs.iter_slices(PAIR_CHUNK):
+        yield chunk.join(sketches, on="right").select(
+            "left", "right", "right_sketch", pl.col("left_part").alias("_to_part")
+        )
 
 
 def _measure(
@@ -160,9 +169,10 @@ def _part_sketches(part: pl.LazyFrame, docs: pl.Series, settings: MinHashConfig)
     """(doc, sketch) of the part's records among `docs` (none read when there are none)."""
     if docs.is_empty():
         return pl.DataFrame(schema={"doc": pl.UInt64, "sketch": _sketch_dtype(settings)})
-    records = part.select("record_id", "text").collect()
-    records = records.with_columns(doc_ids(records["record_id"])).filter(
-        pl.col("doc").is_in(docs.unique().implode())
+    records = (
+        part.select(_doc_of_record(), "text")
+        .filter(pl.col("doc").is_in(docs.unique().implode()))
+        .collect()
     )
     return records.select("doc", _sketches(records["text"], settings).alias("sketch"))
 
@@ -229,12 +239,13 @@ def _decide(
         "duplicate_pairs": dups.height,
         "related_pairs": related.height,
     }
+    del pairs, dups, related  # the evidence reads the few pairs it names from `measured`
     return duplicates.decide(
         members.drop("doc"),
         resolution,
         records,
         drops=DROPS,
-        similarity=lambda asked: _evidence_similarity(asked, pairs, members, records, cfg, ctx),
+        similarity=lambda asked: _evidence_similarity(asked, measured, members, records, cfg, ctx),
         ctx=ctx,
         stats=stats,
         labels=cfg.label_conflicts,
@@ -249,8 +260,8 @@ def _members_and_pairs(
     by the members' `_i`, smaller first. Below `lowest`, a chain's evidence measures again."""
     if cfg.minhash.verify:
         measured = measured.filter(pl.col("similarity") >= lowest)
-    wanted = measured.collect(engine="streaming")
-    paired = pl.col("doc").is_in(pl.concat([wanted["left"], wanted["right"]]).unique().implode())
+    docs = pl.concat([measured.select(doc="left"), measured.select(doc="right")]).unique()
+    paired = pl.col("doc").is_in(docs.collect(engine="streaming")["doc"].implode())
     members = read_by_parts(
         records,
         ctx.config.runner.part_rows,
@@ -264,61 +275,60 @@ def _members_and_pairs(
             f"record ids {shared} share their first 64 bits: near dedup cannot tell them apart"
         )
     members = duplicates.numbered(members, cfg.keep, ctx)
-    index = members.select("doc", "_i")
-    pairs = (
-        wanted.join(index.rename({"doc": "left", "_i": "a"}), on="left")
+    index = members.lazy().select("doc", "_i")
+    pairs = (  # streamed: the pairs by doc are never held
+        measured.join(index.rename({"doc": "left", "_i": "a"}), on="left")
         .join(index.rename({"doc": "right", "_i": "b"}), on="right")
         .select(
             pl.min_horizontal("a", "b").alias("left"),
             pl.max_horizontal("a", "b").alias("right"),
             "similarity",
         )
-        .sort("left", "right")
-    )
+        .collect(engine="streaming")
+    )  # in any order: resolve's clusters do not depend on it
     return members, pairs
 
 
 def _evidence_similarity(
     asked: pl.DataFrame,
-    pairs: pl.DataFrame,
+    measured: pl.LazyFrame,
     members: pl.DataFrame,
     records: pl.LazyFrame,
     cfg: DedupConfig,
     ctx: RunContext,
 ) -> pl.Series:
     """The similarity of each (_i, kept_i): measured already when the two were candidates
-    (found in `pairs`, sorted by left then right), else (a chain) measured here, as the
-    exchanges do, part by part of the records."""
-    low = np.minimum(asked["_i"].to_numpy(), asked["kept_i"].to_numpy())
-    high = np.maximum(asked["_i"].to_numpy(), asked["kept_i"].to_numpy())
-    keys = _pair_keys(pairs["left"].to_numpy(), pairs["right"].to_numpy())
-    wanted = _pair_keys(low, high)
-    at = np.searchsorted(keys, wanted)
-    found = at < len(keys)
-    found[found] = keys[at[found]] == wanted[found]
-    similarity = np.full(len(wanted), np.nan)
-    similarity[found] = pairs["similarity"].to_numpy()[at[found]]
-    if not found.all():
-        missing = pl.DataFrame({"left": low[~found], "right": high[~found]}).unique()
-        docs = members.select("_i", "doc")
-        chained = _measure_in_parts(
-            missing.join(docs.rename({"_i": "left", "doc": "left_doc"}), on="left").join(
-                docs.rename({"_i": "right", "doc": "right_doc"}), on="right"
-            ),
-            records,
-            cfg,
-            ctx,
+    (read from `measured`, whose pairs have left < right by doc), else (a chain) measured
+    here, as the exchanges do, part by part of the records."""
+    docs = members.select("_i", "doc")
+    kept_docs = docs.rename({"_i": "kept_i", "doc": "kept_doc"})
+    wanted = (
+        asked.select("_i", "kept_i")
+        .join(docs, on="_i", how="left", maintain_order="left")
+        .join(kept_docs, on="kept_i", how="left", maintain_order="left")
+        .select(
+            pl.min_horizontal("_i", "kept_i").alias("left"),
+            pl.max_horizontal("_i", "kept_i").alias("right"),
+            pl.min_horizontal("doc", "kept_doc").alias("left_doc"),
+            pl.max_horizontal("doc", "kept_doc").alias("right_doc"),
         )
-        measured = pl.DataFrame({"left": low, "right": high}).join(
-            chained, on=["left", "right"], how="left", maintain_order="left"
+    )
+    by_docs = ["left_doc", "right_doc"]
+    found = (
+        measured.select(
+            pl.col("left").alias("left_doc"), pl.col("right").alias("right_doc"), "similarity"
         )
-        similarity = np.where(found, similarity, measured["new"].to_numpy())
-    return pl.Series("similarity", similarity, dtype=pl.Float64)
-
-
-def _pair_keys(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """One uint64 per pair of uint32 numbers, ordered as (left, right) are."""
-    return (left.astype(np.uint64) << np.uint64(32)) | right.astype(np.uint64)
+        .join(wanted.lazy().select(by_docs).unique(), on=by_docs, how="semi")
+        .unique(by_docs)  # several key partitions may have measured a pair
+        .collect(engine="streaming")
+    )
+    wanted = wanted.join(found, on=by_docs, how="left", maintain_order="left")
+    missing = wanted.filter(pl.col("similarity").is_null()).unique(["left", "right"])
+    if missing.height:
+        chained = _measure_in_parts(missing.drop("similarity"), records, cfg, ctx)
+        wanted = wanted.join(chained, on=["left", "right"], how="left", maintain_order="left")
+        wanted = wanted.with_columns(pl.coalesce("similarity", "new").alias("similarity"))
+    return wanted["similarity"].cast(pl.Float64)
 
 
 def _measure_in_parts(
@@ -328,27 +338,31 @@ def _measure_in_parts(
     the gather and measure steps run here over parts of `runner.part_rows` records: memory
     holds one part's texts and the sketches sent to it, spilled to the run folder between."""
     size = ctx.config.runner.part_rows
-    wanted = pl.concat([pairs["left_doc"], pairs["right_doc"]]).unique().alias("doc")
-    where = (
-        records.select(
-            _doc_of_record(), (pl.int_range(pl.len(), dtype=pl.UInt32) // size).alias("part")
-        )
-        .join(pl.LazyFrame({"doc": wanted}), on="doc", how="semi")
-        .collect(engine="streaming")
+    wanted = pl.concat([pairs["left_doc"], pairs["right_doc"]]).unique().implode()
+    parts = -(-records.select(pl.len()).collect().item() // size)
+    where = pl.concat(  # a part at a time: the record ids of all records are never held
+        records.slice(j * size, size)
+        .select(_doc_of_record())
+        .filter(pl.col("doc").is_in(wanted))
+        .with_columns(pl.lit(j, pl.UInt32).alias("part"))
+        .collect()
+        for j in range(parts)
     )
     sent = pairs.select(pl.col("left_doc").alias("left"), pl.col("right_doc").alias("right"))
     sent = sent.join(where.rename({"doc": "left", "part": "left_part"}), on="left").join(
         where.rename({"doc": "right", "part": "_to_part"}), on="right"
     )
-    parts = -(-records.select(pl.len()).collect().item() // size)
     work = ctx.run_dir / "near_dedup-evidence"
     shutil.rmtree(work, ignore_errors=True)
     try:
         for j in range(parts):
-            gathered = _gather(records.slice(j * size, size), sent_to(sent.lazy(), j), cfg, ctx)
-            for (i,), rows in gathered.partition_by("_to_part", as_dict=True).items():
-                (work / f"to-{i:05d}").mkdir(parents=True, exist_ok=True)
-                rows.drop("_to_part").write_parquet(work / f"to-{i:05d}" / f"from-{j:05d}.parquet")
+            asked = sent_to(sent.lazy(), j).collect()
+            part = records.slice(j * size, size)
+            for c, gathered in enumerate(_gathered(part, asked, cfg.minhash)):
+                for (i,), rows in gathered.partition_by("_to_part", as_dict=True).items():
+                    (work / f"to-{i:05d}").mkdir(parents=True, exist_ok=True)
+                    name = f"from-{j:05d}-{c:05d}.parquet"
+                    rows.drop("_to_part").write_parquet(work / f"to-{i:05d}" / name)
         measured = [pl.DataFrame(schema=PAIR_SCHEMA)]
         for i in range(parts):
             if (work / f"to-{i:05d}").exists():

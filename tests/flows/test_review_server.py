@@ -269,6 +269,31 @@ def test_approve_and_reject_are_recorded_like_the_cli(client, queue, tokens):
     assert "Write a note" in no_note.text and review_queue.item(catalog, 2)["status"] == "pending"
 
 
+def test_a_large_cluster_offers_every_label_and_says_how_many_are_listed(client, queue, tokens):
+    """An item whose evidence lists the first members of a large cluster: the page says how
+    many it shows, and offers a label that only unlisted members carry."""
+    catalog, _ = queue
+    members = [{"record_id": f"{n:032x}", "source": "chat", "label": "spam"} for n in range(2)]
+    evidence = {
+        "members": members, "representative": members[0]["record_id"], "method": "minhash",
+        "members_total": 70, "labels": {"spam": 60, "ham": 9},
+    }  # fmt: skip
+    item = {
+        "record_id": members[0]["record_id"], "source": "chat", "source_content_hash": "c" * 32,
+        "review_hash": "e" * 32, "group_hash": None, "reason": "label_conflict",
+        "evidence": json.dumps(evidence), "text": "win a prize", "metadata": None,
+        "group": None, "label": "spam",
+    }  # fmt: skip
+    review_queue.enqueue(catalog, pl.DataFrame([item], schema=REVIEW_ITEM_SCHEMA), "ds", "r")
+    (item_id,) = ids_by(catalog, reason="label_conflict")
+    login(client, "ana", tokens["ana"])
+    page = client.get(f"/items/{item_id}").text
+    assert re.findall(r'<option value="([^"]+)">', page) == ["ham", "spam"]
+    assert "The first 2 of 70 members" in page
+    entry = review_queue.item(catalog, item_id)
+    assert review_queue.member_labels(entry) == "spam ×60 (chat), ham ×9, null ×1"
+
+
 def test_a_label_conflict_is_approved_with_a_label(client, queue, tokens):
     catalog, _ = queue
     members = [

@@ -115,6 +115,38 @@ def test_review_quarantines_every_member_and_queues_one_item(tmp_path, sms_spam,
     assert result.stats["dropped"] == 0
 
 
+def test_a_large_cluster_lists_some_members_and_counts_all(tmp_path, sms_spam, twins, monkeypatch):
+    """Each of a cluster's k events names at most LISTED members (not all k: k² names in all),
+    with the cluster's size and every member's label counted; the review page counts them."""
+    from data_catalog import review_queue
+
+    monkeypatch.setattr(label_conflicts, "LISTED", 2)
+    frame, cfg, ids = conflicted(tmp_path, sms_spam, twins)
+    label = twins[0]["label"]
+    result = exact_dedup(frame, REVIEW, context(tmp_path, cfg))
+    quarantined = by_action(result.events, reasons.QUARANTINED, reasons.LABEL_CONFLICT)
+    first_two = sorted(ids.values())[:2]
+    assert set(quarantined) == set(ids.values())
+    for evidence in quarantined.values():
+        assert [m["record_id"] for m in evidence["members"]] == first_two
+        assert evidence["members_total"] == 3
+        assert evidence["labels"] == {label: 2, FLIPPED[label]: 1}
+        assert evidence["representative"] == ids["third"]
+    (item,) = result.review_items.iter_rows(named=True)
+    entry = {"evidence": item["evidence"]}
+    assert review_queue.members_total(entry) == 3
+    assert review_queue.member_label_counts(entry) == {label: 2, FLIPPED[label]: 1}
+    assert review_queue.member_labels(entry).startswith(f"{label} ×2")
+
+    majority = exact_dedup(frame, MAJORITY, context(tmp_path, cfg))
+    (edit,) = by_action(majority.events, reasons.EDITED, reasons.LABEL_MAJORITY).values()
+    assert edit["minority"] == [ids["third"]] and "minority_total" not in edit
+    monkeypatch.setattr(label_conflicts, "LISTED", 0)
+    majority = exact_dedup(frame, MAJORITY, context(tmp_path, cfg))
+    (edit,) = by_action(majority.events, reasons.EDITED, reasons.LABEL_MAJORITY).values()
+    assert edit["minority"] == [] and edit["minority_total"] == 1
+
+
 def test_majority_keeps_the_common_label_and_names_the_minority(tmp_path, sms_spam, twins):
     frame, cfg, ids = conflicted(tmp_path, sms_spam, twins)
     label = twins[0]["label"]
