@@ -19,6 +19,18 @@ def _pyplot():
     return pyplot
 
 
+def _figure(height: float, labels: list[str] | None = None):
+    """A 7-inch-wide figure with fixed margins: room on the left for the longest of `labels`
+    (a horizontal bar chart's), else for numbers. Matplotlib's constrained layout measures
+    every tick label to find them, which took half of a small run's report."""
+    figure, axes = _pyplot().subplots(figsize=(7, height))
+    left = 0.25 + 0.09 * max(map(len, labels)) if labels else 0.8  # inches
+    figure.subplots_adjust(
+        left=min(left, 3.5) / 7, right=1 - 0.25 / 7, bottom=0.55 / height, top=1 - 0.35 / height
+    )
+    return figure, axes
+
+
 def _data_uri(figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90)
@@ -27,10 +39,9 @@ def _data_uri(figure) -> str:
 
 
 def funnel_chart(funnel: list[dict[str, Any]], published: int) -> str:
-    plt = _pyplot()
     stages = [row["stage"] for row in funnel] + ["published"]
     records = [row["records"] for row in funnel] + [published]
-    figure, axes = plt.subplots(figsize=(7, 0.35 * len(stages) + 0.8), layout="constrained")
+    figure, axes = _figure(0.35 * len(stages) + 0.9, stages)
     bars = axes.barh(stages[::-1], records[::-1], color="tab:blue")
     axes.bar_label(bars, labels=[f"{n:,}" for n in records[::-1]], padding=3, fontsize=8)
     axes.set_xlabel("records remaining after the stage")
@@ -48,8 +59,7 @@ def reasons_chart(reasons: dict[str, dict[str, int]]) -> str | None:
     if not rows:
         return None
     rows.sort(key=lambda row: row[1])
-    plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(7, 0.3 * len(rows) + 0.8), layout="constrained")
+    figure, axes = _figure(0.3 * len(rows) + 0.9, [label for label, _ in rows])
     colours = ["tab:red" if "(dropped)" in label else "tab:purple" for label, _ in rows]
     bars = axes.barh([label for label, _ in rows], [count for _, count in rows], color=colours)
     axes.bar_label(bars, labels=[f"{count:,}" for _, count in rows], padding=3, fontsize=8)
@@ -62,9 +72,8 @@ def reasons_chart(reasons: dict[str, dict[str, int]]) -> str | None:
 def cluster_size_chart(histogram: dict[str, int]) -> str | None:
     if not histogram:
         return None
-    plt = _pyplot()
     counts = sorted((int(size), clusters) for size, clusters in histogram.items())  # JSON: str keys
-    figure, axes = plt.subplots(figsize=(7, 2.6), layout="constrained")
+    figure, axes = _figure(2.6)
     axes.bar(
         [str(size) for size, _ in counts], [clusters for _, clusters in counts], color="tab:gray"
     )
@@ -80,13 +89,12 @@ def split_timeline(splits: dict[str, dict[str, Any]]) -> str | None:
     months = sorted({month for figures in splits.values() for month in figures.get("months", {})})
     if not months:
         return None
-    plt = _pyplot()
 
     def as_date(month: str) -> date:
         year, number = month.split("-")
         return date(int(year), int(number), 15)
 
-    figure, axes = plt.subplots(figsize=(7, 2.8), layout="constrained")
+    figure, axes = _figure(2.8)
     for name, figures in splits.items():
         counted = figures.get("months", {})
         if counted:
