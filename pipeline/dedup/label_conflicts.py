@@ -15,7 +15,7 @@ pipeline/dedup/duplicates.py hands each cluster here after `resolve`, before the
   labels counted, the minority's record ids, from and to). A tie is reviewed as above.
 
 The evidence lists at most LISTED members (and a majority's minority at most LISTED ids), in
-record-id order: a larger cluster's evidence adds `members_total` and `labels` (every member's
+record-id order, the kept record always among them: a larger cluster's evidence adds `members_total` and `labels` (every member's
 label counted), so that each of its k events stays small instead of naming all k members (k²
 names in all: 18 clusters of 2,000 spine records held 5 GB). Every member's own event names
 the representative, so the ledger still tells each cluster's members.
@@ -204,7 +204,10 @@ def _outcome(
     own = next(m["label"] for m in members if m["record_id"] == representative)
     counts = Counter(m["label"] for m in members if m["label"] is not None)
     ranked = counts.most_common()
-    shown = [{k: m[k] for k in ("record_id", "source", "label")} for m in members[:LISTED]]
+    chosen = members[:LISTED]
+    if LISTED and representative not in {m["record_id"] for m in chosen}:
+        chosen = chosen[: LISTED - 1] + [m for m in members if m["record_id"] == representative]
+    shown = [{k: m[k] for k in ("record_id", "source", "label")} for m in chosen]
     listed = {"members": shown, "representative": representative, "method": method}
     if len(members) > LISTED:
         listed |= {"members_total": len(members), "labels": _counted(members)}
@@ -298,7 +301,7 @@ def _events(clusters: list[dict[str, Any]], stage: str) -> pl.DataFrame:
 
 def _review_items(kept: pl.DataFrame, clusters: list[dict[str, Any]]) -> pl.DataFrame:
     """One item per queued cluster, for its kept record, secrets masked; the evidence lists
-    every member's label and source."""
+    members' labels and sources (at most LISTED of them, see above)."""
     queued = pl.DataFrame(
         [(c["representative"], c["quarantine"]) for c in clusters if c["outcome"] == "queued"],
         schema={"record_id": pl.String, "evidence": pl.String},

@@ -64,6 +64,7 @@ def reasons_chart(reasons: dict[str, dict[str, int]]) -> str | None:
     bars = axes.barh([label for label, _ in rows], [count for _, count in rows], color=colours)
     axes.bar_label(bars, labels=[f"{count:,}" for _, count in rows], padding=3, fontsize=8)
     axes.set_xscale("log")
+    axes.set_xlim(right=max(count for _, count in rows) * 1.6)  # room for the longest's label
     axes.set_xlabel("records (log scale)")
     axes.set_title("Dropped and quarantined, by reason")
     return _data_uri(figure)
