@@ -269,6 +269,19 @@ def test_approve_and_reject_are_recorded_like_the_cli(client, queue, tokens):
     assert "Write a note" in no_note.text and review_queue.item(catalog, 2)["status"] == "pending"
 
 
+def queue_label_conflict(catalog, evidence: dict) -> int:
+    """Queue one label-conflict item for the evidence's representative; return its id."""
+    item = {
+        "record_id": evidence["representative"], "source": "chat",
+        "source_content_hash": "c" * 32, "review_hash": "d" * 32, "group_hash": None,
+        "reason": "label_conflict", "evidence": json.dumps(evidence), "text": "win a prize",
+        "metadata": None, "group": None, "label": "spam",
+    }  # fmt: skip
+    review_queue.enqueue(catalog, pl.DataFrame([item], schema=REVIEW_ITEM_SCHEMA), "ds", "r")
+    (item_id,) = ids_by(catalog, reason="label_conflict")
+    return item_id
+
+
 def test_a_large_cluster_offers_every_label_and_says_how_many_are_listed(client, queue, tokens):
     """An item whose evidence lists the first members of a large cluster: the page says how
     many it shows, and offers a label that only unlisted members carry."""
@@ -278,14 +291,7 @@ def test_a_large_cluster_offers_every_label_and_says_how_many_are_listed(client,
         "members": members, "representative": members[0]["record_id"], "method": "minhash",
         "members_total": 70, "labels": {"spam": 60, "ham": 9},
     }  # fmt: skip
-    item = {
-        "record_id": members[0]["record_id"], "source": "chat", "source_content_hash": "c" * 32,
-        "review_hash": "e" * 32, "group_hash": None, "reason": "label_conflict",
-        "evidence": json.dumps(evidence), "text": "win a prize", "metadata": None,
-        "group": None, "label": "spam",
-    }  # fmt: skip
-    review_queue.enqueue(catalog, pl.DataFrame([item], schema=REVIEW_ITEM_SCHEMA), "ds", "r")
-    (item_id,) = ids_by(catalog, reason="label_conflict")
+    item_id = queue_label_conflict(catalog, evidence)
     login(client, "ana", tokens["ana"])
     page = client.get(f"/items/{item_id}").text
     assert re.findall(r'<option value="([^"]+)">', page) == ["ham", "spam"]
@@ -301,14 +307,7 @@ def test_a_label_conflict_is_approved_with_a_label(client, queue, tokens):
         {"record_id": "b" * 32, "source": "mail", "label": "ham"},
     ]
     evidence = {"members": members, "representative": "a" * 32, "method": "exact"}
-    item = {
-        "record_id": "a" * 32, "source": "chat", "source_content_hash": "c" * 32,
-        "review_hash": "d" * 32, "group_hash": None, "reason": "label_conflict",
-        "evidence": json.dumps(evidence), "text": "win a prize", "metadata": None,
-        "group": None, "label": "spam",
-    }  # fmt: skip
-    review_queue.enqueue(catalog, pl.DataFrame([item], schema=REVIEW_ITEM_SCHEMA), "ds", "r")
-    (item_id,) = ids_by(catalog, reason="label_conflict")
+    item_id = queue_label_conflict(catalog, evidence)
     login(client, "ana", tokens["ana"])
     page = client.get(f"/items/{item_id}").text
     assert re.findall(r'<option value="([^"]+)">', page) == ["ham", "spam"]
