@@ -159,15 +159,12 @@ def resolve(
         .select("_i", pl.col("_i").first().over("_cluster").alias("kept_i"))
     )
     published = members.select("_i", "_published")
-    dropped = (
+    dropped = (  # record ids are looked up once, by `decide`: millions of strings held less
         clusters.filter(pl.col("_i") != pl.col("kept_i"))
         .join(published.filter(~pl.col("_published")).drop("_published"), on="_i")
-        .join(members.select("_i", "record_id"), on="_i")
         .join(
-            members.select(
-                pl.col("_i").alias("kept_i"),
-                pl.col("record_id").alias("kept_record_id"),
-                pl.col("_published").alias("kept_published"),
+            published.select(
+                pl.col("_i").alias("kept_i"), pl.col("_published").alias("kept_published")
             ),
             on="kept_i",
         )
@@ -192,14 +189,19 @@ def resolve(
         clustered = pl.DataFrame(
             {"_i": nodes, "_cluster": roots}, schema={"_i": pl.UInt32, "_cluster": pl.UInt32}
         )
-    named = (
+    names = (  # one row per component: its members' smallest cluster id
         members.select("_i", pl.coalesce("cluster_id", "record_id").alias("cluster_id"))
         .join(clustered, on="_i")
-        .with_columns(pl.col("cluster_id").min().over("_cluster"))
+        .group_by("_cluster")
+        .agg(pl.col("cluster_id").min())
+    )
+    dropped = dropped.join(clustered, on="_i", how="left", maintain_order="left")
+    cluster_ids = (
+        clustered.filter(~pl.col("_i").is_in(gone))
+        .join(names, on="_cluster")
         .select("_i", "cluster_id")
     )
-    dropped = dropped.join(named, on="_i", how="left", maintain_order="left")
-    return Resolution(dropped, named.filter(~pl.col("_i").is_in(gone)), clusters)
+    return Resolution(dropped, cluster_ids, clusters, names)
 
 
 def _keep_order(rules: list[str]) -> dict:
@@ -258,10 +260,19 @@ def decide(
         measured = similarity(dropped.select("_i", "kept_i")).round(4)
     else:
         measured = pl.Series([], dtype=pl.Float64)
+    ids = members.select("_i", "record_id")
+    dropped = dropped.with_columns(measured.cast(pl.Float64).alias("_similarity"))
+    dropped = dropped.join(ids, on="_i", how="left", maintain_order="left").join(
+        ids.rename({"_i": "kept_i", "record_id": "_duplicate_of"}),
+        on="kept_i",
+        how="left",
+        maintain_order="left",
+    )
+    dropped = dropped.join(resolution.names, on="_cluster", how="left", maintain_order="left")
     dropped = dropped.select(
         "record_id",
-        pl.col("kept_record_id").alias("_duplicate_of"),
-        measured.cast(pl.Float64).alias("_similarity"),
+        "_duplicate_of",
+        "_similarity",
         pl.col("kept_published").alias("_kept_published"),
         pl.col("cluster_id").alias("_cluster_id"),
     )

@@ -115,7 +115,7 @@ def settle(
     gone_i = members.filter(pl.col("record_id").is_in(gone.implode()))["_i"].implode()
     settled_resolution = replace(
         resolution,
-        dropped=resolution.dropped.filter(~pl.col("record_id").is_in(gone.implode())),
+        dropped=resolution.dropped.filter(~pl.col("_i").is_in(gone_i)),
         cluster_ids=resolution.cluster_ids.filter(~pl.col("_i").is_in(gone_i)),
     )
     return Settled(
@@ -163,9 +163,7 @@ def _conflicts(
             ),
             on="kept_i",
         )
-        .with_columns(
-            (~pl.col("record_id").is_in(dropped["record_id"].implode())).alias("survives")
-        )
+        .with_columns((~pl.col("_i").is_in(dropped["_i"].implode())).alias("survives"))
         .select("representative", "record_id", "source", "label", "survives")
         .sort("representative", "record_id")
     )
