@@ -97,3 +97,40 @@ def test_parts_checked_against_one_index_give_the_answer_of_one_call(tmp_path, s
     assert set(figures["by_method"]) >= {"exact", "ngram"}
     flagged = {p: set(part.events["record_id"]) for p, part in enumerate(parts)}
     assert sum(1 for found in flagged.values() if found) > 1  # the matches span parts
+
+
+def test_part_threads_share_one_unpickled_index_and_free_it(tmp_path, sms_spam, monkeypatch):
+    """The local runner checks parts on threads of one process: they read one copy of the
+    indexes (each unpickled its own before), which goes when no part holds it."""
+    import gc
+    import pickle
+    import threading
+
+    from pipeline.contamination import stage
+
+    records = split_records(tmp_path, sms_spam)
+    cfg = RunConfig(name="c", sources=[])
+    ctx = RunContext(run_id="r", run_dir=tmp_path / "run", config=cfg, config_hash=config_hash(cfg))
+    index = tmp_path / "index"
+    index.mkdir()
+    build_index(records.lazy(), cfg.contamination, ctx, index)
+    loads, real_loads = [], pickle.loads
+    monkeypatch.setattr(stage.pickle, "loads", lambda data: loads.append(1) or real_loads(data))
+    both_loaded, seen = threading.Barrier(2), []
+
+    def part() -> None:
+        seen.append(stage._load_targets(index))
+        both_loaded.wait(timeout=30)  # the two parts hold the indexes at once
+
+    threads = [threading.Thread(target=part) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(loads) == 1 and seen[0] is seen[1]
+    assert [name for name, _ in seen[0]] == ["test"]
+    seen.clear()
+    gc.collect()
+    assert not stage._LOADED  # freed with its last user
+    stage._load_targets(index)
+    assert len(loads) == 2
