@@ -138,9 +138,9 @@ def _print_members(console: Console, entry: dict, labels: list[dict]) -> None:
             kept,
         )
     console.print(members)
-    total = review_queue.members_total(entry)
-    if total > len(review_queue.members(entry)):
-        console.print(f"  the first {len(review_queue.members(entry))} of {total} members")
+    listed, total = len(review_queue.members(entry)), review_queue.members_total(entry)
+    if total > listed:
+        console.print(f"  the first {listed} of {total} members")
     console.print(f"  {'labels':<20} {review_queue.member_labels(entry)}", highlight=False)
     for row in labels:
         console.print(
