@@ -352,11 +352,8 @@ class Trainer:
         classes = len(self.batcher.label_ids)
         sums = torch.zeros(2, dtype=torch.float64)  # summed loss, targets
         confusion = torch.zeros(max(classes, 1) ** 2, dtype=torch.float64)
-        for positions in batches(share, self.cfg.batch_size):
-            batch = {
-                k: v.to(self.world.device)
-                for k, v in self.batcher(stream.examples(positions)).items()
-            }
+        for examples in _by_length(stream, share, self.cfg.batch_size):
+            batch = {k: v.to(self.world.device) for k, v in self.batcher(examples).items()}
             with self.autocast():
                 loss, count, logits = loss_sum(self.model, batch, self.cfg.objective)
             sums += torch.tensor([float(loss), float(count)], dtype=torch.float64)
@@ -423,6 +420,20 @@ class Trainer:
     def _say(self, message: str) -> None:
         if self.world.is_main:
             print(message, file=sys.stderr, flush=True)
+
+
+EVALUATION_WINDOW = 64  # batches read at once to be sorted by length
+
+
+def _by_length(stream: SplitStream, share: np.ndarray, batch_size: int):
+    """The examples at `share` in batches, sorted by text length within windows of
+    EVALUATION_WINDOW batches: a batch pads to its longest text, and a loss summed over
+    the whole split does not depend on which examples share a batch."""
+    for window in batches(share, batch_size * EVALUATION_WINDOW):
+        examples = stream.examples(window)
+        examples.sort(key=lambda example: len(example.text))
+        for begin in range(0, len(examples), batch_size):
+            yield examples[begin : begin + batch_size]
 
 
 def check_resumable(

@@ -33,6 +33,9 @@ from pipeline.text import minhash
 
 NGRAM_VERSION = 1  # bump when word or n-gram hashing changes: the file name changes with it
 BATCH_BYTES = 1 << 22  # text bytes per n-gram batch (each batch costs some fixed work)
+# (text, item) pairs counted at once: an n-gram that many items share (boilerplate) expands
+# to one pair per item for every text holding it (10M spine records: 18M pairs in one batch)
+PAIR_BUDGET = 1 << 16
 
 _GRAMS_SCHEMA = pl.Schema({"n": pl.UInt8, "item": pl.UInt32, "hash": pl.UInt64})
 _GRAM_MATCHES = pl.Schema(
@@ -184,14 +187,17 @@ def _batch_matches(texts: pl.Series, tables: list[GramTable]) -> pl.DataFrame:
             start, key = table.find(gram_hashes(words.hashes, table.n))
             text, inside = words.windows(start, table.n)
             text, start, key = text[inside], start[inside], key[inside]
-            shared = table.shared(words.rows[text], start - words.bounds[text], key)
-            score = shared[:, 2] / table.sizes[shared[:, 1]]
-            keep = score >= table.minimum - 1e-12
-            columns = [shared[keep, 0], shared[keep, 1], score[keep], shared[keep, 3]]
-            found.append(np.stack([*columns, np.full(keep.sum(), table.n)], axis=1))
-    found = np.concatenate(found)
-    order = np.lexsort((found[:, 1], -found[:, 2], found[:, 0]))  # doc, best score, first item
-    found = found[order][_first_of_each(found[order, 0], ordered=True)]
+            holders = table.starts[key + 1] - table.starts[key]
+            for low, high in _whole_texts(text, holders, PAIR_BUDGET):
+                at = text[low:high]
+                shared = table.shared(
+                    words.rows[at], start[low:high] - words.bounds[at], key[low:high]
+                )
+                score = shared[:, 2] / table.sizes[shared[:, 1]]
+                keep = score >= table.minimum - 1e-12
+                columns = [shared[keep, 0], shared[keep, 1], score[keep], shared[keep, 3]]
+                found.append(_strongest(np.stack([*columns, np.full(keep.sum(), table.n)], 1)))
+    found = _strongest(np.concatenate(found))
     rows = found[:, 0].astype(np.int64)
     # the span: the words of the first shared n-gram, as polars cuts the normalized text
     words_of = (
@@ -206,6 +212,27 @@ def _batch_matches(texts: pl.Series, tables: list[GramTable]) -> pl.DataFrame:
         {"doc": rows, "item": found[:, 1].astype(np.int64), "score": found[:, 2]},
         schema={"doc": pl.Int64, "item": pl.Int64, "score": pl.Float64},
     ).with_columns(spans.to_series().alias("span"))
+
+
+def _strongest(found: np.ndarray) -> np.ndarray:
+    """The row of the best score per doc (rows: doc, item, score, at, n), the first item of
+    equal scores; of equal items, the earlier row."""
+    order = np.lexsort((found[:, 1], -found[:, 2], found[:, 0]))
+    return found[order][_first_of_each(found[order, 0], ordered=True)]
+
+
+def _whole_texts(text: np.ndarray, holders: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """(low, high) ranges of the found n-grams (`text` non-decreasing) holding about `budget`
+    (text, item) pairs each, every text's n-grams within one range: a text's score against an
+    item counts all its n-grams."""
+    ends = np.cumsum(holders)
+    ranges, low = [], 0
+    while low < len(text):
+        high = int(np.searchsorted(ends, (ends[low - 1] if low else 0) + budget, side="right"))
+        high = int(np.searchsorted(text, text[max(high, low + 1) - 1], side="right"))
+        ranges.append((low, high))
+        low = high
+    return ranges
 
 
 def _byte_batches(lengths: np.ndarray, budget: int) -> list[tuple[int, int]]:

@@ -209,6 +209,35 @@ def test_ngram_scores_and_spans_follow_the_rule(found, planted, humaneval):
     assert scores[quoted] == 1.0 and 0 < scores[cut] < 1
 
 
+def test_items_sharing_boilerplate_are_scored_alike_in_small_pair_batches(
+    changelog_entries, sms_spam, monkeypatch
+):
+    """Every changelog entry opens with one 14-word notice, so each record holding it pairs with
+    every item: counted a few pairs at a time, texts are never split across batches and the
+    answers are the plain rule's."""
+    notice = "this entry is distributed under the terms of the package and its copyright file"
+    items = [f"{notice} {entry}" for entry in changelog_entries[:300]]
+    messages = sms_spam["text"].drop_nulls().unique(maintain_order=True).head(400).to_list()
+    records = [f"{message} {notice}" for message in messages[:200]] + messages[200:]
+    records += [items[7], " ".join(items[42].split()[:40])]
+    index = ContaminationIndex.build(
+        eval_items(pl.Series(items)), ContaminationMethods(exact=None, minhash=None)
+    )
+    whole = index.matches(_records(records))
+    monkeypatch.setattr(word_ngrams, "PAIR_BUDGET", 50)
+    batched = index.matches(_records(records))
+    assert batched.equals(whole)
+    reference = _reference_ngram(records, items, NgramCheck())
+    got = {
+        row: (int(item), score, span)
+        for row, item, score, span in whole.select("row", "item_id", "score", "span").iter_rows()
+    }
+    assert got.keys() == reference.keys() == set(range(200)) | {400, 401}
+    for row, (item, score, span) in reference.items():
+        assert got[row] == (item, pytest.approx(score), span)
+    assert got[400][:2] == (7, 1.0) and got[401][0] == 42
+
+
 def test_minhash_scores_are_exact_jaccard(found, planted, humaneval):
     texts, _ = planted
     items = dict(zip(humaneval["item_id"], humaneval["text"], strict=True))
