@@ -110,7 +110,8 @@ def check(
             # a dropped record's event needs only its evidence; a quarantined one's review
             # item needs its columns and the matched text
             drops.append(flagged.filter(pl.col("action") == "drop").select(_DROP_COLUMNS))
-            quarantines.append(flagged.filter(pl.col("action") == "quarantine"))
+            quarantined = flagged.filter(pl.col("action") == "quarantine")
+            quarantines.append(_with_item_text(quarantined, targets))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     matched = pl.concat([_MATCHED, *found])
@@ -169,9 +170,7 @@ _MATCHED = pl.DataFrame(
     }
 )
 _DROP_COLUMNS = ["record_id", "source", "eval_set", "item_id", "method", "score", "span", "methods"]
-_EMPTY_MATCHES = pl.DataFrame(
-    schema={**MATCH_SCHEMA, "eval_set": pl.String, "item_text": pl.String}
-)
+_EMPTY_MATCHES = pl.DataFrame(schema={**MATCH_SCHEMA, "eval_set": pl.String})
 
 
 def _targets(
@@ -203,20 +202,29 @@ def _batch_matches(
     batch: pl.DataFrame, targets: list[tuple[str, ContaminationIndex]], embedding_cache: Path
 ) -> pl.DataFrame:
     """Every match of a batch's records, per evaluation set: (row, item_id, method, score,
-    span, eval_set, item_text), `row` a record's position in the batch."""
+    span, eval_set), `row` a record's position in the batch."""
     found = []
     probe = batch.select("text", "content_hash")
     for name, index in targets:
         if not (batch.height and index.items.height):
             continue
         matches = index.matches(probe, embedding_cache)
-        item_texts = index.items.select("item_id", pl.col("text").alias("item_text"))
-        found.append(
-            matches.with_columns(pl.lit(name).alias("eval_set")).join(
-                item_texts, on="item_id", how="left", maintain_order="left"
-            )
-        )
+        found.append(matches.with_columns(pl.lit(name).alias("eval_set")))
     return pl.concat([_EMPTY_MATCHES, *found], how="diagonal_relaxed")
+
+
+def _with_item_text(
+    flagged: pl.DataFrame, targets: list[tuple[str, ContaminationIndex]]
+) -> pl.DataFrame:
+    """`item_text`: the text of each flagged record's evidence item, for its review item (only
+    these rows get it: a batch's matches are many more, and an item's text may be long)."""
+    found = [flagged.clear().with_columns(pl.lit(None, pl.String).alias("item_text"))]
+    for name, index in targets:
+        mine = flagged.filter(pl.col("eval_set") == name)
+        if mine.height:
+            texts = index.items.select("item_id", pl.col("text").alias("item_text"))
+            found.append(mine.join(texts, on="item_id", how="left", maintain_order="left"))
+    return pl.concat(found)
 
 
 def _part_figures(index: ContaminationIndex, matched: pl.DataFrame, name: str) -> dict:
@@ -299,7 +307,7 @@ def _decide(matches: pl.DataFrame, checked: pl.DataFrame, cfg: ContaminationConf
     )
     deciding = matches.join(decided.select("row", "action"), on=["row", "action"], how="semi")
     best = strongest(deciding.drop("action")).select(
-        "row", "eval_set", "item_id", "method", "score", "span", "item_text"
+        "row", "eval_set", "item_id", "method", "score", "span"
     )
     numbered = checked.with_row_index("row").with_columns(pl.col("row").cast(pl.UInt32))
     return decided.join(best, on="row").join(numbered, on="row").sort("row")
