@@ -1,0 +1,95 @@
+"""How many (text, item) pairs the n-gram check counts at once (`word_ngrams.PAIR_BUDGET`):
+time and peak RSS of matching records against the test split of a 10M scale run, one fresh
+process per budget, the matches compared equal. A profile of one setting, not a benchmark
+against a peer (the contamination bench compares the check with plain Python).
+
+The input is a version published by bench_scale.py (its test split is the index; the
+records are the first `--records` of its test split, which match themselves and share its
+boilerplate, and as many of its train split):
+
+    .venv/bin/python bench/profile_contamination.py \\
+        --version bench/out/scale/s19n10000000-local-0/project/work/datasets/determinism/7fff…
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+
+def _texts(version: Path, records: int) -> pl.Series:
+    splits = [
+        pl.scan_parquet(version / "data" / split / "*.parquet").select("text").head(records)
+        for split in ("test", "train")
+    ]
+    return pl.concat(splits).collect()["text"]
+
+
+def measure(version: Path, records: int, budget: int, out: Path) -> dict:
+    """In this process: build the test split's n-gram tables, match, write the matches."""
+    from pipeline.config import ContaminationMethods
+    from pipeline.text import word_ngrams
+    from pipeline.text.eval_index import ContaminationIndex
+    from pipeline.text.eval_sets import eval_items
+
+    test = pl.scan_parquet(version / "data" / "test" / "*.parquet").select("text").collect()
+    index = ContaminationIndex.build(
+        eval_items(test["text"]), ContaminationMethods(exact=None, minhash=None)
+    )
+    del test
+    texts = _texts(version, records)
+    word_ngrams.PAIR_BUDGET = budget
+    started = time.perf_counter()
+    found = word_ngrams.gram_matches(texts, index.grams, 1)
+    seconds = time.perf_counter() - started
+    found.write_parquet(out)
+    return {
+        "budget": budget,
+        "seconds": round(seconds, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "matches": found.height,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", type=Path, required=True)
+    parser.add_argument("--records", type=int, default=150_000, help="of each split")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[1 << 16, 1 << 20, 1 << 40])
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(measure(args.version, args.records, args.one, args.out)))
+        return
+    with tempfile.TemporaryDirectory() as work:
+        results = []
+        for budget in args.budgets:
+            out = Path(work) / f"{budget}.parquet"
+            command = [sys.executable, __file__, "--version", str(args.version)]
+            command += ["--records", str(args.records), "--one", str(budget), "--out", str(out)]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            same = pl.read_parquet(out).equals(
+                pl.read_parquet(Path(work) / f"{args.budgets[0]}.parquet")
+            )
+            results[-1]["same_matches"] = same
+            print(json.dumps(results[-1]), flush=True)
+    print("| pairs at once | s | peak RSS MB | matches | the same matches |")
+    print("|---:|---:|---:|---:|---|")
+    for r in results:
+        print(
+            f"| {r['budget']:,} | {r['seconds']} | {r['peak_rss_mb']:,} | {r['matches']:,} | {r['same_matches']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
