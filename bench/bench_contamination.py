@@ -296,7 +296,7 @@ def measure(side: str, records_path: Path, items_path: Path, label: str) -> dict
 def _code_fingerprint() -> str:
     """12 hex digits of sha256 over the modules measured, whatever git says."""
     digest = hashlib.sha256()
-    for name in ("eval_index", "word_ngrams", "minhash", "normalize"):
+    for name in ("text/eval_index", "text/word_ngrams", "text/minhash", "core/normalize"):
         digest.update((ROOT / "pipeline" / f"{name}.py").read_bytes())
     return digest.hexdigest()[:12]
 
