@@ -63,14 +63,28 @@ def measure(version: Path, records: int, budget: int, out: Path, every_method: b
     else:
         found = word_ngrams.gram_matches(texts, index.grams, 1)
     seconds = time.perf_counter() - started
+    peak = peak_rss_mb()
     found.write_parquet(out)
-    return {
+    result = {
         "budget": budget,
         "seconds": round(seconds, 1),
         "before_mb": round(resident),  # the index and the records
-        "peak_rss_mb": round(peak_rss_mb()),  # while matching
+        "peak_rss_mb": round(peak),  # while matching
         "matches": found.height,
     }
+    if every_method:  # each method alone on one batch of test records, then of train records
+        for split, at in (("test", 0), ("train", records.height // 2)):
+            batch = records.slice(at, CHECK_BATCH)
+            for method in ("exact", "ngram", "minhash"):
+                gc.collect()
+                reset_peak_rss()
+                started = time.perf_counter()
+                getattr(index, f"_{method}")(batch if method == "exact" else batch["text"])
+                result[f"{split} {method}"] = {
+                    "seconds": round(time.perf_counter() - started, 1),
+                    "peak_rss_mb": round(peak_rss_mb()),
+                }
+    return result
 
 
 def main() -> None:

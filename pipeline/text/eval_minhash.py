@@ -18,7 +18,8 @@ CHAR_NGRAM = 5  # MinHash shingles of text without spaces (MinHashConfig's defau
 FALSE_POSITIVE_WEIGHT = 0.2  # LSH banding: candidates are confirmed by exact Jaccard
 
 
-BATCH_RECORDS = 50_000  # records per MinHash batch
+# records per MinHash batch: their shingles are the most a contamination part holds
+BATCH_RECORDS = 25_000
 
 
 def banding(check: MinHashCheck) -> tuple[int, int]:
