@@ -396,7 +396,9 @@ def main() -> None:
             )
             rows.append({"side": side, **description, **outcome, **chosen})
 
-    stage_sha = hashlib.sha256((ROOT / "pipeline" / "boilerplate.py").read_bytes()).hexdigest()
+    stage_sha = hashlib.sha256(
+        (ROOT / "pipeline" / "dedup" / "boilerplate.py").read_bytes()
+    ).hexdigest()
     figures = {
         "code": _code_version(),
         "boilerplate_py_sha256": stage_sha[:16],

@@ -736,9 +736,15 @@ def _code_fingerprint() -> str:
     import hashlib
 
     digest = hashlib.sha256()
-    for name in ("minhash", "near_dedup", "duplicates", "semantic_dedup", "embeddings"):
-        path = ROOT / "pipeline" / f"{name}.py"
-        digest.update(path.read_bytes() if path.exists() else b"")
+    modules = (
+        "text/minhash",
+        "dedup/near",
+        "dedup/duplicates",
+        "dedup/semantic",
+        "text/embeddings",
+    )
+    for name in modules:
+        digest.update((ROOT / "pipeline" / f"{name}.py").read_bytes())
     return digest.hexdigest()[:12]
 
 
