@@ -56,10 +56,10 @@ from pipeline.core.schema import EvalSet
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, ingest
 from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.publish.reader import read_version
-from pipeline.publish.stage import publish
+from pipeline.publish.stage import ShardPlan, plan_shards, routed, staged_version, write_shard
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion
 from pipeline.split.field_leakage import field_lists, single_feature_check
-from pipeline.stage import CURATE_STAGES, STAGES, Indexed, RunContext, key_partition
+from pipeline.stage import CURATE_STAGES, STAGES, Indexed, RunContext, Stage, key_partition
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 # host, pid, process start time and Prefect flow run of the process running it, while it runs
@@ -228,8 +228,7 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
 @task(**TASK_OPTIONS)
 def stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
     """Run one records stage of the registry on the previous stage's output, then check
-    its post-conditions: with no_leakage, no group, cluster or text may span two splits
-    (split, and augment after variants joined their origins' split), or the run fails."""
+    its post-conditions."""
     stage = STAGES[name]
     frame = pl.scan_parquet(Path(input_dir) / "*.parquet")
     result = stage(frame, plan.config, plan.context())
@@ -241,9 +240,17 @@ def stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
     if result.review_items is not None:
         stats["queued_new"] = _enqueue_for_review(plan, result.review_items)
     get_run_logger().info("%s: %s", name, json.dumps(stats))
-    if "no_leakage" in stage.checks:
-        check_disjoint(pl.scan_parquet(out / "*.parquet"), leakage_columns(plan.config.split))
+    _check_output(plan, stage)
     return {"path": str(out), "stats": stats}
+
+
+def _check_output(plan: RunPlan, stage: Stage) -> None:
+    """A stage's post-conditions on its output: with no_leakage, no group, cluster or text
+    may span two splits (split, and augment after variants joined their origins' split), or
+    the run fails."""
+    if "no_leakage" in stage.checks:
+        output = pl.scan_parquet(plan.stage_dir(stage.name) / "*.parquet")
+        check_disjoint(output, leakage_columns(plan.config.split))
 
 
 def _enqueue_for_review(plan: RunPlan, items: pl.DataFrame) -> int:
@@ -431,11 +438,38 @@ def exchange_task(
     return {"path": out, "found": found.height, **_task_facts(started)}
 
 
+@task(**TASK_OPTIONS)
+def route_task(
+    plan: RunPlan, name: str, input_dir: str, part: int, offset: int, shard_plan: ShardPlan
+) -> dict[str, Any]:
+    """Send one part's published records to the shards they go in; a retry rewrites them."""
+    started = _task_start()
+    rows = routed(_part(plan, input_dir, offset), shard_plan)
+    folder = plan.stage_dir(f"{name}-routed")
+    _write_sent(
+        rows.drop("_shard"), rows["_shard"], len(shard_plan.shards), folder, f"part-{part:05d}"
+    )
+    return _task_facts(started)
+
+
+@task(**TASK_OPTIONS)
+def shard_task(
+    plan: RunPlan, name: str, shard: int, shard_plan: ShardPlan, staging: str
+) -> dict[str, Any]:
+    """Write one shard of the version from the records every part routed to it."""
+    started = _task_start()
+    rows = pl.scan_parquet(plan.stage_dir(f"{name}-routed") / f"to-{shard:05d}" / "*.parquet")
+    entry = write_shard(rows, shard, shard_plan, plan.config.publish, Path(staging))
+    return {"entry": entry, **_task_facts(started)}
+
+
 STEP_TASKS = {
     "part": part_task,
     "keys": keys_task,
     "reduce": reduce_task,
     "exchange": exchange_task,
+    "route": route_task,
+    "shard": shard_task,
 }
 
 
@@ -608,6 +642,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     parts, accounting = _run_parts(plan, name, input_dir, records, str(decisions_file))
     stats = by_key.merge_stats(decided.stats, [part["stats"] for part in parts])
     _finish_parts(plan, name, parts, stats, decided.review_items)
+    _check_output(plan, stage)
     accounting |= {
         "key_partitions": partitions,
         "keys": sum(part["keys"] for part in keyed),
@@ -660,10 +695,9 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
         }
         for s in plan.config.source_list
     ]
-    staged = publish(
-        pl.scan_parquet(Path(input_dir) / "*.parquet"),
-        plan.config.publish,
-        plan.context(),
+    staged, accounting = _write_version(
+        plan,
+        input_dir,
         staging,
         extra={
             "code_version": code_version(),
@@ -680,7 +714,40 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
         "split_counts": staged.manifest["split_counts"],
         "fields": fields,
         "label_conflicts": staged.manifest["label_conflicts"],
+        "parts": accounting,
     }
+
+
+def _write_version(
+    plan: RunPlan, input_dir: str, staging: Path, extra: dict[str, Any]
+) -> tuple[StagedVersion, dict[str, Any]]:
+    """Publish part by part: the shards planned here from the records' ids, each part's
+    records routed to their shards, each shard sorted and written, the manifest last."""
+    name = "publish"
+    records = pl.scan_parquet(Path(input_dir) / "*.parquet")
+    ids = records.select("record_id", "source", "split").collect()
+    shard_plan = plan_shards(ids, plan.config.publish)
+    offsets, slim = _offsets(plan, ids.height), _slim(plan)
+    routed_parts = _map_step(
+        slim, name, "route", {"part": list(range(len(offsets))), "offset": offsets},
+        {"input_dir": input_dir, "shard_plan": shard_plan},
+    )  # fmt: skip
+    shards = []
+    if shard_plan.shards:
+        shards = _map_step(
+            slim, name, "shard", {"shard": list(range(len(shard_plan.shards)))},
+            {"shard_plan": shard_plan, "staging": str(staging)},
+        )  # fmt: skip
+    shutil.rmtree(plan.stage_dir(f"{name}-routed"), ignore_errors=True)
+    staged = staged_version(
+        ids, shard_plan, [shard["entry"] for shard in shards], plan.context(), staging, extra
+    )
+    accounting = {
+        "parts": len(offsets),
+        "shards": len(shards),
+        "part_peak_rss_mb": max(task["peak_rss_mb"] for task in routed_parts + shards),
+    }
+    return staged, accounting
 
 
 def _field_facts(plan: RunPlan, input_dir: Path) -> dict[str, Any]:
@@ -946,6 +1013,7 @@ def _with_records(
             read = written[name]
     for name, stage in stages.items():
         steps[name] |= stage.get("parts", {})
+    steps["publish"] |= staged.get("parts", {})
     return steps
 
 

@@ -272,7 +272,8 @@ CURATE_STAGES: tuple[Stage, ...] = (
         "semantic_dedup", "dedup", "pipeline.dedup.semantic:semantic_dedup", adds=("cluster_id",)
     ),
     Stage(
-        "split", "split", "pipeline.split.stage:split", adds=("split",), checks=("no_leakage",)
+        "split", "split", "pipeline.split.stage:split", runs="by_key", adds=("split",),
+        checks=("no_leakage",),
     ),
     Stage("synthetic", "synthetic", "pipeline.augment.synthetic:synthetic", adds=("split",)),
     Stage(

@@ -289,6 +289,8 @@ def run_in_parts(
     results = [by_key.apply(piece, decided.decisions.lazy(), cfg, ctx) for piece in pieces]
     return StageResult(
         frame=pl.concat(result.frame for result in results).sort("record_id"),
-        events=pl.concat(result.events for result in results).sort("record_id"),
+        events=pl.concat(result.events for result in results).sort(
+            "record_id", maintain_order=True
+        ),
         stats=by_key.merge_stats(decided.stats, [result.stats for result in results]),
     )

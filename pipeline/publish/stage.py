@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,48 +32,73 @@ _ROW_GROUP_ROWS = 20_000
 WRITER_THREADS = 2
 
 
-def write_shards(
-    frame: pl.LazyFrame, cfg: PublishConfig, out_dir: Path
-) -> tuple[list[dict], dict[str, str], dict[str, int]]:
-    """Write every split's shards; return (shard entries, membership hashes, split counts)."""
-    shards, membership, counts = [], {}, {}
-    with ThreadPoolExecutor(max_workers=WRITER_THREADS) as pool:  # the writer releases the GIL
-        for split_name in SPLITS:
-            records = (
-                frame.filter(pl.col("split") == split_name)
-                .select(PUBLISHED_SCHEMA.names())
-                .cast(PUBLISHED_SCHEMA)
-                .sort("record_id")
-                .collect()
-            )
-            counts[split_name] = records.height
-            ids = records["record_id"].str.join("\n").item() if records.height else ""
-            membership[split_name] = hashlib.sha256(ids.encode()).hexdigest()
-            slices = [
-                (
-                    f"data/{split_name}/part-{number:05d}.parquet",
-                    records.slice(start, cfg.shard_rows),
-                )
-                for number, start in enumerate(range(0, records.height, cfg.shard_rows))
-            ]
-            written = pool.map(lambda item: _write_shard(*item, cfg, out_dir), slices)
-            shards.extend({"split": split_name, **shard} for shard in written)
-    return shards, membership, counts
+@dataclass(frozen=True)
+class ShardPlan:
+    """Which shard each published record goes to, from the ids alone: every split's records
+    in record_id order, cut every `shard_rows`. Small: one id per shard, whatever the size."""
+
+    shards: tuple[tuple[str, int], ...]  # (split, number) of every shard, in manifest order
+    starts: dict[str, list[str]]  # each split's first record_id of each of its shards
+    counts: dict[str, int]
+    membership: dict[str, str]  # sha256 of each split's sorted record ids
+
+    def path(self, shard: int) -> str:
+        split_name, number = self.shards[shard]
+        return f"data/{split_name}/part-{number:05d}.parquet"
 
 
-def _write_shard(relative: str, records: pl.DataFrame, cfg: PublishConfig, out_dir: Path) -> dict:
+def plan_shards(ids: pl.DataFrame, cfg: PublishConfig) -> ShardPlan:
+    """The shards of the records `ids` (record_id, split of every published record)."""
+    shards, starts, counts, membership = [], {}, {}, {}
+    for split_name in SPLITS:
+        sorted_ids = ids.filter(pl.col("split") == split_name)["record_id"].sort()
+        counts[split_name] = sorted_ids.len()
+        joined = sorted_ids.str.join("\n").item() if sorted_ids.len() else ""
+        membership[split_name] = hashlib.sha256(joined.encode()).hexdigest()
+        starts[split_name] = sorted_ids.gather_every(cfg.shard_rows).to_list()
+        shards.extend((split_name, number) for number in range(len(starts[split_name])))
+    return ShardPlan(tuple(shards), starts, counts, membership)
+
+
+def routed(frame: pl.LazyFrame, plan: ShardPlan) -> pl.DataFrame:
+    """The published columns of `frame`'s records (all, or one part), each with `_shard`,
+    the number of the shard it goes to."""
+    records = with_cluster_ids(frame).select(PUBLISHED_SCHEMA.names()).collect()
+    numbered = []
+    for split_name in SPLITS:
+        mine = records.filter(pl.col("split") == split_name)
+        first = plan.shards.index((split_name, 0)) if plan.starts[split_name] else 0
+        within = pl.Series(plan.starts[split_name], dtype=pl.String).search_sorted(
+            mine["record_id"], side="right"
+        )
+        numbered.append(mine.with_columns((within.cast(pl.Int64) - 1 + first).alias("_shard")))
+    return pl.concat(numbered)
+
+
+def write_shard(
+    records: pl.DataFrame | pl.LazyFrame,
+    shard: int,
+    plan: ShardPlan,
+    cfg: PublishConfig,
+    out_dir: Path,
+) -> dict:
+    """Write shard number `shard` of `plan` from its records (in any order); its manifest entry."""
+    relative = plan.path(shard)
     target = out_dir / relative
     target.parent.mkdir(parents=True, exist_ok=True)
     compression = "uncompressed" if cfg.compression == "none" else cfg.compression
-    records.write_parquet(
+    rows = records.lazy().select(PUBLISHED_SCHEMA.names()).cast(PUBLISHED_SCHEMA)
+    rows = rows.sort("record_id").collect()
+    rows.write_parquet(
         target,
         compression=compression,
         compression_level=cfg.compression_level if compression in ("zstd", "gzip") else None,
         row_group_size=_ROW_GROUP_ROWS,
     )
     return {
+        "split": plan.shards[shard][0],
         "path": relative,
-        "rows": records.height,
+        "rows": rows.height,
         "bytes": target.stat().st_size,
         "sha256": file_sha256(target),
     }
@@ -85,28 +111,51 @@ def publish(
     staging_dir: Path,
     extra: dict[str, Any],
 ) -> StagedVersion:
-    """Write shards and manifest to `staging_dir`; `extra` adds sources and code version."""
-    shards, membership, counts = write_shards(with_cluster_ids(frame), cfg, staging_dir)
+    """Write shards and manifest to `staging_dir`; `extra` adds sources and code version.
+    The flow runs the same steps over parts: plan from the ids, route each part's records,
+    write each shard from what the parts routed to it, then the manifest."""
+    ids = frame.select("record_id", "source", "split").collect()
+    plan = plan_shards(ids, cfg)
+    records = routed(frame, plan).partition_by("_shard", as_dict=True)
+    with ThreadPoolExecutor(max_workers=WRITER_THREADS) as pool:  # the writer releases the GIL
+        shards = list(
+            pool.map(
+                lambda shard: write_shard(records[(shard,)], shard, plan, cfg, staging_dir),
+                range(len(plan.shards)),
+            )
+        )
+    return staged_version(ids, plan, shards, ctx, staging_dir, extra)
+
+
+def staged_version(
+    ids: pl.DataFrame,
+    plan: ShardPlan,
+    shards: list[dict],
+    ctx: RunContext,
+    staging_dir: Path,
+    extra: dict[str, Any],
+) -> StagedVersion:
+    """The manifest, written last, over the written `shards`; a published event per record of
+    `ids` (record_id, source, split)."""
     schema = schema_description(PUBLISHED_SCHEMA)
     manifest = {
         "format": "thresher-manifest/1",
         "name": ctx.config.name,
-        "dataset_hash": dataset_hash(shards, schema, membership, ctx.config_hash),
+        "dataset_hash": dataset_hash(shards, schema, plan.membership, ctx.config_hash),
         "parent_version": ctx.parent_version,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "run_id": ctx.run_id,
         "config_hash": ctx.config_hash,
         "config": ctx.config.model_dump(mode="json", exclude=NOT_PUBLISHED),
         "schema": schema,
-        "split_counts": counts,
-        "split_membership": membership,
+        "split_counts": plan.counts,
+        "split_membership": plan.membership,
         "shards": shards,
         **extra,
     }
     (staging_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
-    published = frame.select("record_id", "source", "split").collect()
     events = ledger.events(
-        published,
+        ids,
         stage=STAGE,
         action=reasons.PUBLISHED,
         reason=None,

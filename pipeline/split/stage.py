@@ -23,6 +23,11 @@ gets a `moved` event (`locked_test` or `split_conflict`): nothing moves silently
 record that would join records of two splits (directly or through other new records: a
 sender's new message repeating another sender's test message) is dropped (`split_conflict`),
 so published records stay where they are.
+
+It runs by key (pipeline/stage.py's ByKey): each part lists its records' links (ids, source,
+cluster, group, content hash, time, label: never a text), the decision assigns every record
+from all of them at once (about 200 bytes a record), and each part takes its records' splits
+and events from the decisions.
 """
 
 from __future__ import annotations
@@ -35,10 +40,11 @@ import polars_hash  # noqa: F401  (registers the .nchash namespace)
 from pipeline.config import SPLITS, SplitConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.clusters import with_cluster_ids
+from pipeline.core.schema import LEDGER_SCHEMA
 from pipeline.leakage import leakage_columns
 from pipeline.split.assign import group_key, hashed_split, resolve_cutoffs, stratified, time_split
 from pipeline.split.components import HELD_OUT_FIRST, bridging, component_of
-from pipeline.stage import RunContext, StageResult
+from pipeline.stage import ByKey, Decided, RunContext, StageResult
 
 STAGE = "split"
 FRACTION_DRIFT = 0.1  # a split further than this from its fraction gets a warning
@@ -51,10 +57,32 @@ _OPTIONAL = {
 }
 
 
-def split(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> StageResult:
+def _keys(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> pl.DataFrame:
+    """What links each record of a part to others (never its text), keyed by its id."""
+    frame = with_cluster_ids(frame)
+    present = frame.collect_schema().names()
+    optional = [
+        pl.col(name) if name in present else pl.lit(None, dtype).alias(name)
+        for name, dtype in _OPTIONAL.items()
+    ]
+    return frame.select(
+        "record_id", "source", "cluster_id", *optional, pl.col("record_id").alias("_key")
+    ).collect()
+
+
+def _every_link(keys: pl.LazyFrame, cfg: SplitConfig) -> pl.DataFrame:
+    """Components need every link at once: a key partition passes its rows on as they are."""
+    return keys.drop("_key").collect()
+
+
+def _assign(
+    links: pl.LazyFrame, records: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext
+) -> Decided:
+    """Every record's split, from the links of every record: one row per record that goes on
+    (record_id, split) and one per ledger event (drops and moves, in their order, `_order`)."""
     timed = cfg.strategy != "group"
     columns = leakage_columns(cfg)
-    members = _members(frame, ctx)
+    members = _members(links, ctx)
     bridges = bridging(members, columns)
     members = members.join(bridges, on="_i", how="anti").drop("_i").with_row_index("_i")
     members = members.with_columns(pl.Series("_component", component_of(members, columns)))
@@ -83,11 +111,8 @@ def split(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> StageResult
         .sort("record_id")
     )
     kept = records.filter(pl.col("_dropped").is_null())
-    events = pl.concat([bridge_events(bridges), _events(records, kept)])
+    events = pl.concat([bridge_events(bridges), _events(records, kept)]).with_row_index("_order")
 
-    assigned = frame.join(
-        kept.lazy().select("record_id", "split"), on="record_id", maintain_order="left"
-    )
     stats = _stats(units, records, kept, events)
     if bridges.height:
         stats["dropped"][reasons.SPLIT_CONFLICT] = bridges.height
@@ -95,7 +120,31 @@ def split(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> StageResult
         stats["cutoffs"] = {name: when.isoformat() for name, when in cutoffs.items()}
         stats["cutoffs_frozen"] = frozen
     stats["warnings"] = _drift(stats["splits"], cfg)
-    return StageResult(frame=assigned, events=events, stats=stats)
+    decisions = pl.concat([kept.select("record_id", "split"), events], how="diagonal")
+    return Decided(decisions=decisions, stats=stats)
+
+
+def _apply(
+    frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext
+) -> StageResult:
+    """A part's records that go on, with their split, and its records' events."""
+    mine = (
+        decisions.join(frame.select("record_id"), on="record_id").collect(
+            engine="streaming"
+        )  # the decisions file is read, never held
+    )
+    events = mine.filter(pl.col("action").is_not_null()).sort("record_id", "_order")
+    assigned = frame.join(
+        mine.lazy().filter(pl.col("action").is_null()).select("record_id", "split"),
+        on="record_id",
+        maintain_order="left",
+    )
+    return StageResult(frame=assigned, events=events.select(LEDGER_SCHEMA.names()))
+
+
+# the links of every part, every record's component and split decided at once, then each
+# part given its split
+split = ByKey(keys=_keys, reduce=_every_link, decide=_assign, apply=_apply)
 
 
 def _drift(splits: dict[str, dict], cfg: SplitConfig) -> list[str]:
@@ -158,15 +207,9 @@ def _decide(members: pl.DataFrame, cfg: SplitConfig, cutoffs: dict[str, datetime
     )
 
 
-def _members(frame: pl.LazyFrame, ctx: RunContext) -> pl.DataFrame:
-    """One row per record: what links it, its parent split, whether it is locked, its key."""
-    frame = with_cluster_ids(frame)
-    present = frame.collect_schema().names()
-    optional = [
-        pl.col(name) if name in present else pl.lit(None, dtype).alias(name)
-        for name, dtype in _OPTIONAL.items()
-    ]
-    members = frame.select("record_id", "source", "cluster_id", *optional)
+def _members(links: pl.LazyFrame, ctx: RunContext) -> pl.DataFrame:
+    """One row per record, in record_id order (however the parts were cut): what links it,
+    its parent split, whether it is locked, its key."""
     parent = pl.LazyFrame(schema={"record_id": pl.String, "split": pl.String})
     if ctx.parent_splits is not None:
         parent = ctx.parent_splits
@@ -174,10 +217,19 @@ def _members(frame: pl.LazyFrame, ctx: RunContext) -> pl.DataFrame:
     if ctx.locked_test is not None:
         locked = ctx.locked_test.lazy().select("record_id").unique()
     return (
-        members.join(
-            parent.select("record_id", pl.col("split").alias("_parent")), on="record_id", how="left"
+        links.sort("record_id")
+        .join(
+            parent.select("record_id", pl.col("split").alias("_parent")),
+            on="record_id",
+            how="left",
+            maintain_order="left",
         )
-        .join(locked.with_columns(pl.lit(True).alias("_locked")), on="record_id", how="left")
+        .join(
+            locked.with_columns(pl.lit(True).alias("_locked")),
+            on="record_id",
+            how="left",
+            maintain_order="left",
+        )
         .with_columns(pl.col("_locked").fill_null(False), group_key().alias("_key"))
         .collect()
         .with_row_index("_i")

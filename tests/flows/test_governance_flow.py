@@ -20,6 +20,7 @@ from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write
 
 from data_catalog.catalog import Catalog, open_version
 from pipeline.core.errors import DataError
+from pipeline.stage import ByKey
 from pipeline.text.secrets import SECRET_TYPES
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -296,8 +297,10 @@ def test_a_run_that_fails_midway_keeps_no_unscreened_records(tmp_path, sms_spam,
     """It keeps the governed stages' outputs for the next run to resume from
     (tests/flows/test_resume.py), never the ingested records, which may hold secrets."""
 
-    def broken_split(*_args):
+    def broken(*_args):
         raise RuntimeError("split broke")
+
+    broken_split = ByKey(keys=broken, reduce=broken, decide=broken, apply=broken)
 
     # the flow looks the stage up in the registry when it runs it
     monkeypatch.setattr("pipeline.split.stage.split", broken_split)

@@ -12,6 +12,7 @@ import pytest
 from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
 
 from flows.curate import RECORD_STAGES
+from pipeline.stage import ByKey
 
 BEFORE_SPLIT = list(RECORD_STAGES[: RECORD_STAGES.index("split")])
 REUSED = ["ingest", "ingested gate", "govern", "governed gate", *BEFORE_SPLIT[1:]]
@@ -32,9 +33,10 @@ def project(root, rows):
 
 
 def fail_at_split(config, monkeypatch):
-    def broken_split(*_args):
+    def broken(*_args):
         raise RuntimeError("split broke")
 
+    broken_split = ByKey(keys=broken, reduce=broken, decide=broken, apply=broken)
     with monkeypatch.context() as patched:  # the flow looks the stage up when it runs it
         patched.setattr("pipeline.split.stage.split", broken_split)
         with pytest.raises(RuntimeError, match="split broke"):

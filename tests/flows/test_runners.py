@@ -28,7 +28,7 @@ from pipeline.config import RunConfig, RunnerConfig
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
 SIGNATURE = "Sent from my Thresher test phone: please do not reply to this automated message."
-KEYED = ("exact_dedup", "near_dedup", "boilerplate")
+KEYED = ("exact_dedup", "near_dedup", "boilerplate", "split")
 # the keyed stages: their apply steps; contamination: its parts, checked against one index
 PER_PART = ("govern", "quality", *KEYED, "contamination")
 PART_ROWS = 160  # about 800 records: five parts, each step's tasks on both workers
@@ -189,7 +189,11 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         "keys_task": keyed,
         "reduce_task": keyed,
         "exchange_task": 2 * parts["steps"]["near_dedup"]["parts"],  # gather, measure
+        # publish: each part's records routed to their shards, each shard written
+        "route_task": parts["steps"]["publish"]["parts"],
+        "shard_task": parts["steps"]["publish"]["shards"],
     }
+    assert parts["steps"]["publish"]["parts"] > 1
 
 
 def test_a_dask_runner_without_address_runs_on_one_cluster_of_its_own_that_ends_with_the_run(

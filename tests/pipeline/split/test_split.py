@@ -8,7 +8,15 @@ from datetime import UTC, datetime
 
 import polars as pl
 import pytest
-from helpers import CHANGELOG_SOURCE, SMS_SOURCE, as_records, run_context, sms_rows, write_jsonl
+from helpers import (
+    CHANGELOG_SOURCE,
+    SMS_SOURCE,
+    as_records,
+    run_context,
+    run_in_parts,
+    sms_rows,
+    write_jsonl,
+)
 
 from pipeline.config import RunConfig, SourceDeclaration, SplitConfig, config_hash
 from pipeline.core import reasons
@@ -482,6 +490,24 @@ def test_same_input_gives_the_same_assignment_in_any_order(tmp_path, sms_spam):
     assert first.stats == second.stats and first.events.equals(second.events)
     reversed_ = split(frame.reverse().lazy(), SplitConfig(), ctx)
     assert splits_of(reversed_) == splits_of(first) and reversed_.stats == first.stats
+
+
+@pytest.mark.parametrize("settings", [{}, {**GROUP_TIME, "on_conflict": "move"}])
+def test_cut_in_parts_it_assigns_and_explains_what_one_call_does(tmp_path, sms_spam, settings):
+    cfg = SplitConfig(**settings)
+    before = splits_of(
+        split(real_records(tmp_path / "a", sms_spam, 1000), cfg, run_context(tmp_path))
+    )
+    parent = pl.DataFrame({"record_id": list(before), "split": list(before.values())})
+    records = real_records(tmp_path / "b", sms_spam, 3000)
+    ctx = run_context(tmp_path, parent)
+    whole = split(records, cfg, ctx)
+    shuffled = records.collect().sample(fraction=1.0, shuffle=True, seed=5).lazy()
+    parted = run_in_parts(split, shuffled, cfg, ctx, 7)
+    assert set(whole.events["action"]) == {reasons.MOVED if settings else reasons.DROPPED}
+    assert parted.events.equals(whole.events)
+    assert parted.frame.collect().equals(whole.frame.collect().sort("record_id"))
+    assert parted.stats == whole.stats
 
 
 def test_a_split_far_from_its_fraction_gets_a_warning(tmp_path, sms_spam):
