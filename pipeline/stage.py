@@ -269,7 +269,8 @@ CURATE_STAGES: tuple[Stage, ...] = (
         adds=("text", "content_hash"),
     ),
     Stage(
-        "semantic_dedup", "dedup", "pipeline.dedup.semantic:semantic_dedup", adds=("cluster_id",)
+        "semantic_dedup", "dedup", "pipeline.dedup.semantic:semantic_dedup", runs="by_key",
+        adds=("cluster_id",),
     ),
     Stage(
         "split", "split", "pipeline.split.stage:split", runs="by_key", adds=("split",),

@@ -22,6 +22,11 @@ kept records of different groups share a cluster id, which the split stage can u
 them together.
 Every similarity is recomputed from the vectors in one place, so both searches report the
 same pairs with the same values, whatever faiss's blocking and threads.
+
+It runs by key (pipeline/stage.py's ByKey): each part embeds its own texts (a text's vector
+does not depend on the texts embedded with it, pipeline/text/embeddings.py), the decision
+searches every record's vector at once (1.5 KB a record: this step grows with the dataset)
+and resolves the clusters as exact dedup does, and each part drops its duplicates.
 """
 
 from __future__ import annotations
@@ -32,13 +37,13 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import polars_hash  # noqa: F401  (registers the .nchash namespace)
 
 from pipeline.config import DedupConfig, SemanticConfig
-from pipeline.core import ledger, reasons
-from pipeline.core.clusters import with_cluster_ids
+from pipeline.core import reasons
 from pipeline.dedup import duplicates
-from pipeline.stage import RunContext, StageResult
-from pipeline.text.embeddings import embed
+from pipeline.stage import ByKey, Decided, RunContext, StageResult
+from pipeline.text.embeddings import DIMENSIONS, embed
 
 STAGE = "semantic_dedup"
 DROPS = duplicates.Drops(STAGE, reasons.SEMANTIC_DUPLICATE, "semantic")
@@ -47,42 +52,79 @@ QUERY_BLOCK = 8192  # query rows per search: bounds the memory of faiss's result
 NEIGHBOURS = 32  # nearest rows each row is compared with
 
 
-def semantic_dedup(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> StageResult:
-    frame = with_cluster_ids(frame)
+def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
+    """What the keep rule needs of each record of a part, and its text's vector: the part's
+    texts are embedded here (or read from the cache), so parts embed in parallel."""
+    keys = duplicates.member_columns(frame, extra=("content_hash", "text"))
+    keys = keys.with_columns(pl.col("record_id").nchash.xxh3_64().alias("_key"))  # any spread
+    if cfg.semantic is None:
+        return keys.drop("text").limit(0).collect()
+    keys = keys.collect()
+    cache_dir = Path(ctx.config.workdir) / "cache" / "embeddings"
+    embedded = embed(keys["text"], keys["content_hash"], cache_dir, cfg.semantic.batch_size)
+    return keys.drop("text").with_columns(
+        pl.Series("_vector", embedded.vectors, dtype=pl.Array(pl.Float32, DIMENSIONS)),
+        pl.col("content_hash").is_in(embedded.fresh.implode()).alias("_fresh"),
+    )
+
+
+def _every_vector(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
+    """The search needs every vector at once: a key partition passes its rows on."""
+    return keys.drop("_key").collect()
+
+
+def _decide(
+    vectors: pl.LazyFrame, records: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> Decided:
+    """Search every record's nearest ones, cluster the duplicates and keep one of each."""
     semantic = cfg.semantic
     if semantic is None:
-        return StageResult(frame=frame, events=ledger.empty(), stats={"dropped": 0})
-    members = duplicates.members_frame(frame, cfg.keep, ctx, extra=("text", "content_hash"))
+        return Decided(pl.DataFrame(schema=duplicates.DECISION_SCHEMA), {"dropped": 0})
     started = time.perf_counter()
-    cache_dir = Path(ctx.config.workdir) / "cache" / "embeddings"
-    embedded = embed(members["text"], members["content_hash"], cache_dir, semantic.batch_size)
-    vectors = embedded.vectors
-    searched = time.perf_counter()
+    found = vectors.collect()
+    members = duplicates.numbered(found.drop("_vector", "_fresh"), cfg.keep, ctx)
+    # numbered sorts by record_id: the vectors in that order
+    ordered = found.select("record_id", "_vector").sort("record_id")["_vector"]
+    matrix = np.ascontiguousarray(ordered.to_numpy(), dtype=np.float32)
+    del found, ordered
     floor = min(semantic.threshold, semantic.related_threshold or semantic.threshold)
-    pairs, search, partitions = similar_pairs(vectors, floor, semantic)
+    pairs, search, partitions = similar_pairs(matrix, floor, semantic)
     is_duplicate = pl.col("similarity") >= semantic.threshold
     duplicate_pairs, related_pairs = pairs.filter(is_duplicate), pairs.filter(~is_duplicate)
-    finished = time.perf_counter()
+    fresh = vectors.filter("_fresh").select(pl.col("content_hash").n_unique()).collect().item()
+    distinct = members["content_hash"].n_unique()
     resolution = duplicates.resolve(members, duplicate_pairs, related_pairs, cfg.keep)
-    return duplicates.apply(
-        frame,
+    return duplicates.decide(
+        members,
         resolution,
-        members.drop("text"),
+        records,
         drops=DROPS,
-        similarity=lambda found: pl.Series(cosines(vectors, found["_i"], found["kept_i"])),
+        similarity=lambda dropped: pl.Series(cosines(matrix, dropped["_i"], dropped["kept_i"])),
         ctx=ctx,
         stats={
             "records": members.height,
-            "embedded_new": embedded.new,
-            "embedded_from_cache": embedded.from_cache,
+            "embedded_new": fresh,
+            "embedded_from_cache": distinct - fresh,
             "search": search,
             "partitions": partitions,
             "duplicate_pairs": duplicate_pairs.height,
             "related_pairs": related_pairs.height,
-            "embed_seconds": round(searched - started, 3),
-            "search_seconds": round(finished - searched, 3),
+            "search_seconds": round(time.perf_counter() - started, 3),
         },
     )
+
+
+def _apply(
+    frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> StageResult:
+    """Drop a part's duplicates, give its kept records their cluster ids."""
+    kept, events = duplicates.apply_decisions(frame, decisions, DROPS, ctx)
+    return StageResult(frame=kept, events=events)
+
+
+# each part's vectors (embedded in its own task), one search over all of them, then each part
+# drops its duplicates
+semantic_dedup = ByKey(keys=_keys, reduce=_every_vector, decide=_decide, apply=_apply)
 
 
 def similar_pairs(

@@ -66,7 +66,11 @@ def _keys(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> pl.DataFram
         for name, dtype in _OPTIONAL.items()
     ]
     return frame.select(
-        "record_id", "source", "cluster_id", *optional, pl.col("record_id").alias("_key")
+        "record_id",
+        "source",
+        "cluster_id",
+        *optional,
+        pl.col("record_id").nchash.xxh3_64().alias("_key"),  # any even spread will do
     ).collect()
 
 

@@ -5,7 +5,7 @@ downloaded) and runs on the CPU. The model reads at most 256 tokens, so a text o
 CHUNK_WORDS words is embedded in pieces whose vectors are averaged.
 Vectors are float32, 384 wide, with unit length, so the inner product of two is their cosine.
 
-The cache lives under `cache_dir / model_digest()`: Parquet part files with the columns
+The cache lives under `cache_dir / vectors_key()`: Parquet part files with the columns
 `content_hash` (String) and `embedding` (Array(Float32, 384)). A call embeds only the texts
 whose content hash no part holds yet and adds them as one new part, written under a temporary
 name and renamed, so an interrupted run leaves no part half written. A different model (other
@@ -30,6 +30,7 @@ from pipeline.core.progress import progress
 
 DIMENSIONS = 384
 CHUNK_WORDS = 120  # about 150-250 WordPiece tokens: within the model's 256
+SCHEME = "unpadded"  # how vectors are computed (encode): cached vectors of another are not reused
 CACHE_SCHEMA = pl.Schema({"content_hash": pl.String, "embedding": pl.Array(pl.Float32, DIMENSIONS)})
 
 
@@ -38,6 +39,7 @@ class Embedded:
     vectors: np.ndarray  # float32 (n, 384), one unit row per input text
     new: int  # distinct texts embedded by this call
     from_cache: int  # distinct texts whose vector the cache already held
+    fresh: pl.Series  # the content hashes of the texts embedded by this call
 
 
 def model_path() -> Path:
@@ -60,6 +62,11 @@ def model_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def vectors_key() -> str:
+    """What names stored vectors: the model's bytes and how vectors are computed from them."""
+    return f"{model_digest()}-{SCHEME}"
+
+
 @functools.cache
 def load_model():
     """The model, loaded once per process (sentence-transformers is imported only here)."""
@@ -77,19 +84,34 @@ def load_model():
 
 
 def encode(texts: pl.Series, batch_size: int) -> np.ndarray:
-    """Unit vectors for `texts`, batch by batch with a progress bar; shortest texts first, so
-    each batch pads little. A text longer than CHUNK_WORDS words is embedded in chunks of
-    that many words and its vector is their normalized mean: the model reads only its first
-    256 tokens, and two long texts that share an opening are not the same text."""
+    """Unit vectors for `texts`, batch by batch with a progress bar. A batch holds chunks of
+    one token length only, so nothing is padded and a text's vector depends on the text alone,
+    never on the texts it was embedded with: parts embedded apart give the vectors of one call
+    (padding changes a vector in its 7th digit, enough to move a pair across a threshold). A
+    text longer than CHUNK_WORDS words is embedded in chunks of that many words and its vector
+    is their normalized mean: the model reads only its first 256 tokens, and two long texts
+    that share an opening are not the same text."""
     vectors = np.zeros((texts.len(), DIMENSIONS), dtype=np.float32)
     if not texts.len():
         return vectors
     chunks, owners = _chunks(texts.fill_null("").to_list())
     model = load_model()
-    order = np.argsort([len(chunk) for chunk in chunks], kind="stable")
+    lengths = np.array(
+        [
+            len(ids)
+            for ids in model.tokenizer(chunks, truncation=True, max_length=model.max_seq_length)[
+                "input_ids"
+            ]
+        ]
+    )
+    order = np.argsort(lengths, kind="stable")
+    batches = [
+        same_length[start : start + batch_size]
+        for same_length in np.split(order, np.flatnonzero(np.diff(lengths[order])) + 1)
+        for start in range(0, len(same_length), batch_size)
+    ]
     with progress("embedding", len(chunks)) as advance:
-        for start in range(0, len(chunks), batch_size):
-            batch = order[start : start + batch_size]
+        for batch in batches:
             encoded = model.encode(
                 [chunks[i] for i in batch],
                 batch_size=batch_size,
@@ -130,9 +152,8 @@ def embed(
         )
     rows = pl.DataFrame({"content_hash": content_hashes, "text": texts.fill_null("")})
     distinct = rows.unique("content_hash", keep="first", maintain_order=True)
-    folder = None if cache_dir is None else Path(cache_dir) / model_digest()
+    folder = None if cache_dir is None else Path(cache_dir) / vectors_key()
     cached = _read_cache(folder, distinct["content_hash"])
-    # by content hash: which texts share a batch (and so its padding) never follows row order
     missing = distinct.join(cached, on="content_hash", how="anti").sort("content_hash")
     fresh = pl.DataFrame(
         {
@@ -148,7 +169,12 @@ def embed(
         known.select("content_hash", "_row"), on="content_hash", how="left", maintain_order="left"
     )
     vectors = known["embedding"].to_numpy()[positions["_row"].to_numpy()]
-    return Embedded(np.ascontiguousarray(vectors, np.float32), fresh.height, cached.height)
+    return Embedded(
+        np.ascontiguousarray(vectors, np.float32),
+        fresh.height,
+        cached.height,
+        fresh["content_hash"],
+    )
 
 
 def _read_cache(folder: Path | None, wanted: pl.Series) -> pl.DataFrame:

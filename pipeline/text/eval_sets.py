@@ -81,9 +81,9 @@ def minhash_file(check: MinHashCheck) -> str:
 
 
 def embedding_file() -> str:
-    from pipeline.text.embeddings import model_digest
+    from pipeline.text.embeddings import vectors_key
 
-    return f"embeddings-{model_digest()}.npy"
+    return f"embeddings-{vectors_key()}.npy"
 
 
 def write_eval_set(

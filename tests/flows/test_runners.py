@@ -28,7 +28,7 @@ from pipeline.config import RunConfig, RunnerConfig
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
 SIGNATURE = "Sent from my Thresher test phone: please do not reply to this automated message."
-KEYED = ("exact_dedup", "near_dedup", "boilerplate", "split")
+KEYED = ("exact_dedup", "near_dedup", "boilerplate", "semantic_dedup", "split")
 # the keyed stages: their apply steps; contamination: its parts, checked against one index
 PER_PART = ("govern", "quality", *KEYED, "contamination")
 PART_ROWS = 160  # about 800 records: five parts, each step's tasks on both workers

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 import pytest
-from helpers import SMS_SOURCE, as_records
+from helpers import SMS_SOURCE, as_records, run_in_parts
 
 from pipeline.config import DedupConfig, RunConfig, SourceDeclaration, config_hash
 from pipeline.core import reasons
@@ -152,6 +152,29 @@ def test_partitioned_search_finds_the_pairs_of_the_exact_search(workdir, sms_spa
     assert exact.events.sort("record_id").equals(partitioned.events.sort("record_id"))
     kept = [run.frame.collect().sort("record_id") for run in (exact, partitioned)]
     assert kept[0].equals(kept[1])
+
+
+def test_parts_embedded_apart_give_the_vectors_and_decisions_of_one_call(tmp_path, sms_spam):
+    records = sms(sms_spam, [*range(200), *WAITING, *MEETING, *MISSED])
+    dedup, whole_ctx = context(tmp_path / "whole")  # each with a cold cache of its own
+    whole = semantic_dedup(records, dedup, whole_ctx)
+    _, parts_ctx = context(tmp_path / "parts")
+    shuffled = records.collect().sample(fraction=1.0, shuffle=True, seed=7).lazy()
+    parted = run_in_parts(semantic_dedup, shuffled, dedup, parts_ctx, 5)
+    assert whole.events.height >= 3
+    assert parted.events.equals(whole.events)
+    assert parted.frame.collect().equals(whole.frame.collect().sort("record_id"))
+    untimed = [
+        {k: v for k, v in run.stats.items() if k != "search_seconds"} for run in (whole, parted)
+    ]
+    distinct = records.select(pl.col("content_hash").n_unique()).collect().item()
+    assert untimed[0] == untimed[1] and untimed[0]["embedded_new"] == distinct
+
+    def vectors(folder):
+        cached = pl.read_parquet(folder / "cache" / "embeddings" / "*" / "*.parquet")
+        return cached.sort("content_hash")
+
+    assert vectors(tmp_path / "parts").equals(vectors(tmp_path / "whole"))  # to the last bit
 
 
 def test_the_same_input_gives_the_same_events(workdir, sms_spam):

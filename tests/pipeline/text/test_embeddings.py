@@ -11,7 +11,7 @@ import pytest
 from pipeline.core.errors import DataError
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.text import embeddings
-from pipeline.text.embeddings import DIMENSIONS, embed, model_digest
+from pipeline.text.embeddings import DIMENSIONS, embed, model_digest, vectors_key
 
 
 def sms_texts(sms_spam, start, stop) -> pl.Series:
@@ -54,7 +54,7 @@ def test_a_second_call_embeds_only_the_new_texts(tmp_path, sms_spam):
     first_texts = sms_texts(sms_spam, 0, 20)
     first = embed(first_texts, xxh3_128_hex(first_texts), tmp_path, batch_size=8)
     assert (first.new, first.from_cache) == (first_texts.len(), 0)
-    folder = tmp_path / model_digest()
+    folder = tmp_path / vectors_key()
     assert len(parts(folder)) == 1 and parts(folder)[0].startswith("part-")
     # the old texts in another order, with five new ones among them
     more = sms_texts(sms_spam, 20, 40).head(5)
@@ -83,7 +83,7 @@ def test_an_interrupted_write_leaves_no_readable_part(tmp_path, sms_spam, monkey
         patch.setattr(pl.DataFrame, "write_parquet", killed_midway)
         with pytest.raises(KeyboardInterrupt):
             embed(texts, hashes, tmp_path, batch_size=8)
-    folder = tmp_path / model_digest()
+    folder = tmp_path / vectors_key()
     assert parts(folder) == []
     # a temp file a killed process could not remove is never read as a part
     (folder / ".part-00000000000000000001-deadbeef.parquet.tmp").write_bytes(b"PAR1 broken")

@@ -379,19 +379,19 @@ def test_an_evaluation_set_round_trips_and_its_files_are_reused(embedded, plante
     files = write_eval_set(humaneval, tmp_path / "a", methods, cache)
     again = write_eval_set(humaneval, tmp_path / "b", methods, cache)
 
-    from pipeline.text.embeddings import model_digest
+    from pipeline.text.embeddings import vectors_key
 
     assert sorted(files) == sorted(
         [
             "items.parquet",
             "ngrams-v1-n13-s5.parquet",
             eval_index.minhash_file(methods.minhash),
-            f"embeddings-{model_digest()}.npy",
+            f"embeddings-{vectors_key()}.npy",
         ]
     )
     assert files == again  # the same bytes for the same items and settings
     assert all(_sha256(tmp_path / "a" / name) == digest for name, digest in files.items())
-    vectors = np.load(tmp_path / "a" / f"embeddings-{model_digest()}.npy")
+    vectors = np.load(tmp_path / "a" / f"embeddings-{vectors_key()}.npy")
     assert vectors.shape == (40, 384) and vectors.dtype == np.float32
 
     loaded = load_eval_set("humaneval", tmp_path / "a", files)
