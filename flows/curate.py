@@ -666,13 +666,9 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
     split_stats = stats["split"]
     staging = _staging_dir(plan)
     staging.mkdir(parents=True)
-    published = dict(
-        pl.scan_parquet(Path(input_dir) / "*.parquet")
-        .group_by("source")
-        .len()
-        .collect()
-        .iter_rows()
-    )
+    ids = pl.scan_parquet(Path(input_dir) / "*.parquet").select("record_id", "source", "split")
+    ids = ids.collect()  # of every published record: the shards are planned from them
+    published = dict(ids.group_by("source").len().iter_rows())
     split_facts = {  # beside the hash, for audits: how the splits were made and protected
         "split": {
             "strategy": plan.config.split.strategy,
@@ -698,6 +694,7 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
     staged, accounting = _write_version(
         plan,
         input_dir,
+        ids,
         staging,
         extra={
             "code_version": code_version(),
@@ -719,13 +716,12 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
 
 
 def _write_version(
-    plan: RunPlan, input_dir: str, staging: Path, extra: dict[str, Any]
+    plan: RunPlan, input_dir: str, ids: pl.DataFrame, staging: Path, extra: dict[str, Any]
 ) -> tuple[StagedVersion, dict[str, Any]]:
-    """Publish part by part: the shards planned here from the records' ids, each part's
-    records routed to their shards, each shard sorted and written, the manifest last."""
+    """Publish part by part: the shards planned here from the records' `ids` (record_id,
+    source, split), each part's records routed to their shards, each shard sorted and
+    written, the manifest last."""
     name = "publish"
-    records = pl.scan_parquet(Path(input_dir) / "*.parquet")
-    ids = records.select("record_id", "source", "split").collect()
     shard_plan = plan_shards(ids, plan.config.publish)
     offsets, slim = _offsets(plan, ids.height), _slim(plan)
     routed_parts = _map_step(

@@ -81,17 +81,15 @@ def _decide(
     if semantic is None:
         return Decided(pl.DataFrame(schema=duplicates.DECISION_SCHEMA), {"dropped": 0})
     started = time.perf_counter()
-    found = vectors.collect()
+    found = vectors.collect().sort("record_id")  # the order `numbered` numbers members in
+    fresh = found.filter("_fresh")["content_hash"].n_unique()
+    matrix = np.ascontiguousarray(found["_vector"].to_numpy(), dtype=np.float32)
     members = duplicates.numbered(found.drop("_vector", "_fresh"), cfg.keep, ctx)
-    # numbered sorts by record_id: the vectors in that order
-    ordered = found.select("record_id", "_vector").sort("record_id")["_vector"]
-    matrix = np.ascontiguousarray(ordered.to_numpy(), dtype=np.float32)
-    del found, ordered
+    del found
     floor = min(semantic.threshold, semantic.related_threshold or semantic.threshold)
     pairs, search, partitions = similar_pairs(matrix, floor, semantic)
     is_duplicate = pl.col("similarity") >= semantic.threshold
     duplicate_pairs, related_pairs = pairs.filter(is_duplicate), pairs.filter(~is_duplicate)
-    fresh = vectors.filter("_fresh").select(pl.col("content_hash").n_unique()).collect().item()
     distinct = members["content_hash"].n_unique()
     resolution = duplicates.resolve(members, duplicate_pairs, related_pairs, cfg.keep)
     return duplicates.decide(

@@ -132,11 +132,8 @@ def _apply(
     frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext
 ) -> StageResult:
     """A part's records that go on, with their split, and its records' events."""
-    mine = (
-        decisions.join(frame.select("record_id"), on="record_id").collect(
-            engine="streaming"
-        )  # the decisions file is read, never held
-    )
+    # the decisions file is read, never held
+    mine = decisions.join(frame.select("record_id"), on="record_id").collect(engine="streaming")
     events = mine.filter(pl.col("action").is_not_null()).sort("record_id", "_order")
     assigned = frame.join(
         mine.lazy().filter(pl.col("action").is_null()).select("record_id", "split"),
