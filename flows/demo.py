@@ -178,8 +178,8 @@ def write_demo_config(directory: Path) -> Path:
             "max_steps": 60,
             "batch_size": 16,
             "lr": 1.0e-4,
-            "eval_every": 30,
-            "checkpoint_every": 30,
+            "eval_every": 20,
+            "checkpoint_every": 20,
             "tokenizer": {"max_length": 64},
         },
     }
