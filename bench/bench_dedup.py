@@ -537,31 +537,53 @@ def run_semantic(corpus: Path, work: Path, budget: float, sample: int) -> tuple[
     }
     result["sampled"] = embedded_docs < n
 
-    captured: dict[str, pl.DataFrame] = {}
-    similar_pairs = stage_module.similar_pairs
+    # the pairs each search found (by record id, from what the decision resolves) and the
+    # time the searches took (every k-means partition's, in `pairs_within`)
+    captured: dict[str, list] = {"pairs": [], "seconds": []}
+    resolve, pairs_within = stage_module.duplicates.resolve, stage_module.pairs_within
 
-    def capturing(vectors, floor, semantic):
-        pairs, search, partitions = similar_pairs(vectors, floor, semantic)
-        captured[search] = pairs
-        return pairs, search, partitions
+    def capturing_resolve(members, duplicate_pairs, related_pairs, rules):
+        ids = members.select("_i", "record_id")
+        found = (
+            pl.concat([duplicate_pairs, related_pairs])
+            .join(ids.rename({"_i": "left", "record_id": "left_id"}), on="left")
+            .join(ids.rename({"_i": "right", "record_id": "right_id"}), on="right")
+        )
+        captured["pairs"].append(
+            found.select(
+                pl.col("left_id").alias("left"), pl.col("right_id").alias("right"), "similarity"
+            )
+        )
+        return resolve(members, duplicate_pairs, related_pairs, rules)
 
-    stage_module.similar_pairs = capturing
+    def timed_pairs_within(*args):
+        began = time.perf_counter()
+        found = pairs_within(*args)
+        captured["seconds"].append(time.perf_counter() - began)
+        return found
+
+    stage_module.duplicates.resolve = capturing_resolve
+    stage_module.pairs_within = timed_pairs_within
     frame = _records_frame(records.head(embedded_docs).lazy())
+    found = {}
     for search, limit in (("exact", embedded_docs + 1), ("partitioned", 1)):
         cfg = DedupConfig(minhash=None, semantic={"exact_search_max": limit})
         run_cfg = RunConfig(name="bench", workdir=str(work), sources=[], dedup=cfg)
         ctx = RunContext(
             run_id="bench", run_dir=work / "run", config=run_cfg, config_hash=config_hash(run_cfg)
         )
+        captured["seconds"].clear()
         began = time.perf_counter()
         stats = stage_module.semantic_dedup(frame, cfg, ctx).stats
         stats["stage_seconds"] = round(time.perf_counter() - began, 2)
+        stats["search_seconds"] = round(sum(captured["seconds"]), 2)
         reading = stats["stage_seconds"] - stats["search_seconds"]  # the cache, and applying
         stats["embeddings_per_s"] = round(stats["embedded_from_cache"] / max(reading, 1e-9), 1)
-        stats["pairs_found"] = captured[search].height
+        found[search] = captured["pairs"][-1]
+        stats["pairs_found"] = found[search].height
         result[search] = {k: v for k, v in stats.items() if isinstance(v, int | float | str)}
-    result["partitioned_found_of_exact"] = _overlap(captured["exact"], captured["partitioned"])
-    stage_module.similar_pairs = similar_pairs
+    stage_module.duplicates.resolve, stage_module.pairs_within = resolve, pairs_within
+    result["partitioned_found_of_exact"] = _overlap(found["exact"], found["partitioned"])
     if result["sampled"]:
         result["proxy"] = _proxy_search(records["text"])
     return result, None

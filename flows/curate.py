@@ -360,16 +360,57 @@ def part_task(
 
 
 @task(**TASK_OPTIONS)
+def sample_task(plan: RunPlan, name: str, input_dir: str, part: int, offset: int) -> dict:
+    """Write what one part contributes to a by-key stage's fit; a retry rewrites it."""
+    started = _task_start()
+    stage = STAGES[name]
+    sample = stage.load().sample(
+        _part(plan, input_dir, offset), stage.settings(plan.config), plan.context(with_parent=False)
+    )
+    out = plan.stage_dir(f"{name}-sample") / f"part-{part:05d}.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sample.write_parquet(out)
+    return {"path": str(out), **_task_facts(started)}
+
+
+@task(**TASK_OPTIONS)
+def fit_task(plan: RunPlan, name: str, input_dir: str, samples: list[str]) -> dict[str, Any]:
+    """Fit a by-key stage's model of the whole dataset from every part's sample, once, and
+    write it where every keys task reads it; a retry rewrites it."""
+    started = _task_start()
+    stage = STAGES[name]
+    fitted = stage.load().fit(
+        pl.scan_parquet(samples),
+        pl.scan_parquet(Path(input_dir) / "*.parquet"),
+        stage.settings(plan.config),
+    )
+    out = plan.stage_dir(f"{name}-fitted") / "fitted.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fitted.write_parquet(out)
+    return {"path": str(out), **_task_facts(started)}
+
+
+@task(**TASK_OPTIONS)
 def keys_task(
-    plan: RunPlan, name: str, input_dir: str, part: int, offset: int, partitions: int
+    plan: RunPlan,
+    name: str,
+    input_dir: str,
+    part: int,
+    offset: int,
+    partitions: int,
+    fitted: str | None = None,
 ) -> dict[str, Any]:
     """Write a by-key stage's keys of one part, one file per key partition (empty ones too,
     so that every partition's reduce reads the keys' schema); a retry rewrites them."""
     started = _task_start()
     stage = STAGES[name]
     by_key = stage.load()
+    model = () if fitted is None else (pl.read_parquet(fitted),)
     keys = by_key.keys(
-        _part(plan, input_dir, offset), stage.settings(plan.config), plan.context(with_parent=False)
+        _part(plan, input_dir, offset),
+        stage.settings(plan.config),
+        plan.context(with_parent=False),
+        *model,
     )
     if by_key.exchanges:
         keys = keys.with_columns(pl.lit(part, pl.UInt32).alias("_part"))
@@ -463,7 +504,57 @@ def shard_task(
     return {"entry": entry, **_task_facts(started)}
 
 
+@task(**TASK_OPTIONS)
+def build_task(plan: RunPlan, name: str, input_dir: str, folder: str) -> dict[str, Any]:
+    """Build an indexed stage's index from its whole input into `folder`, once, on the
+    runner (a Dask worker on a cluster: the run's process holds none of it); a retry
+    rebuilds it."""
+    started = _task_start()
+    stage = STAGES[name]
+    index = Path(folder)
+    shutil.rmtree(index, ignore_errors=True)
+    index.mkdir(parents=True)
+    records = pl.scan_parquet(Path(input_dir) / "*.parquet")
+    stage.load().build(records, stage.settings(plan.config), plan.context(), index)
+    return _task_facts(started)
+
+
+@task(**TASK_OPTIONS)
+def decide_task(
+    plan: RunPlan, name: str, input_dir: str, found: list[str], fitted: str | None = None
+) -> dict[str, Any]:
+    """Make a by-key stage's decisions from what its last step `found`, on the runner (a Dask
+    worker on a cluster: the run's process holds no key of the whole dataset), and write them
+    and their review items under the run folder; a retry rewrites them."""
+    started = _task_start()
+    stage = STAGES[name]
+    decided = stage.load().decide(
+        pl.scan_parquet(found),
+        pl.scan_parquet(Path(input_dir) / "*.parquet"),
+        stage.settings(plan.config),
+        plan.context(),
+        *(() if fitted is None else (pl.read_parquet(fitted),)),
+    )
+    folder = plan.stage_dir(f"{name}-decisions")
+    folder.mkdir(parents=True, exist_ok=True)
+    decided.decisions.write_parquet(folder / "decisions.parquet")
+    review = None
+    if decided.review_items is not None and decided.review_items.height:
+        review = folder / "review-items.parquet"
+        decided.review_items.write_parquet(review)
+    return {
+        "decisions": str(folder / "decisions.parquet"),
+        "stats": decided.stats,
+        "review_items": review and str(review),
+        **_task_facts(started),
+    }
+
+
 STEP_TASKS = {
+    "sample": sample_task,
+    "fit": fit_task,
+    "build": build_task,
+    "decide": decide_task,
     "part": part_task,
     "keys": keys_task,
     "reduce": reduce_task,
@@ -521,7 +612,10 @@ def run_cluster(plan: RunPlan) -> Iterator[RunPlan]:
     from distributed import LocalCluster
 
     with LocalCluster(
-        n_workers=runner.workers, threads_per_worker=1, dashboard_address=None
+        n_workers=runner.workers,
+        threads_per_worker=1,
+        dashboard_address=None,
+        memory_limit=runner.memory_limit or "auto",
     ) as cluster:
         on_cluster = runner.model_copy(update={"address": cluster.scheduler_address})
         yield replace(plan, config=plan.config.model_copy(update={"runner": on_cluster}))
@@ -590,17 +684,16 @@ def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     """Run a per-part stage part by part (an indexed one after building its index here, once,
     under the run folder, where every part reads it), merge the parts' stats and queue their
     review items."""
-    stage, index = STAGES[name], None
-    function = stage.load()
-    if isinstance(function, Indexed):
+    index, built = None, None
+    if isinstance(STAGES[name].load(), Indexed):
         index = plan.stage_dir(f"{name}-index")
-        shutil.rmtree(index, ignore_errors=True)
-        index.mkdir(parents=True)
-        records = pl.scan_parquet(Path(input_dir) / "*.parquet")
-        function.build(records, stage.settings(plan.config), plan.context(), index)
+        (built,) = _map_step(
+            plan, name, "build", {"folder": [str(index)]}, {"input_dir": input_dir}
+        )
     parts, accounting = _run_parts(plan, name, input_dir, _rows(input_dir), index and str(index))
     if index is not None:
         shutil.rmtree(index)
+        accounting |= {"build_seconds": built["seconds"], "build_peak_rss_mb": built["peak_rss_mb"]}
     stats = STAGES[name].merge_stats([part["stats"] for part in parts])
     _finish_parts(plan, name, parts, stats)
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
@@ -609,16 +702,28 @@ def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
 @task(**TASK_OPTIONS)
 def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
     """Run a by-key stage: its keys part by part, sent to P key partitions (P = the number of
-    parts); each partition reduced; its exchanges part by part; the decisions made here from
-    what the last step found (ids and hashes, never records); then each part edited by them."""
+    parts); each partition reduced; its exchanges part by part; the decisions made by one task
+    from what the last step found (ids and hashes, never records); then each part edited by
+    them."""
     stage = STAGES[name]
-    by_key, settings, slim = stage.load(), stage.settings(plan.config), _slim(plan)
+    by_key, slim = stage.load(), _slim(plan)
     records = _rows(input_dir)
     offsets = _offsets(plan, records)
     partitions = len(offsets)  # each about one part's keys
+    fitting, model = [], {}
+    if by_key.fit is not None:  # keys need a model of the whole dataset: fit it first
+        sampled = _map_step(
+            slim, name, "sample", {"part": list(range(partitions)), "offset": offsets},
+            {"input_dir": input_dir},
+        )  # fmt: skip
+        samples = [task["path"] for task in sampled]
+        fitting = sampled + _map_step(
+            slim, name, "fit", {"samples": [samples]}, {"input_dir": input_dir}
+        )
+        model = {"fitted": fitting[-1]["path"]}
     keyed = _map_step(
         slim, name, "keys", {"part": list(range(partitions)), "offset": offsets},
-        {"input_dir": input_dir, "partitions": partitions},
+        {"input_dir": input_dir, "partitions": partitions} | model,
     )  # fmt: skip
     reduced = _map_step(
         slim, name, "reduce", {"partition": list(range(partitions))}, {"parts": partitions}
@@ -630,23 +735,23 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
             {"input_dir": input_dir, "step": step, "parts": partitions},
         )  # fmt: skip
         found, exchanged = [task["path"] for task in sent], exchanged + sent
-    decided = by_key.decide(
-        pl.scan_parquet(found),
-        pl.scan_parquet(Path(input_dir) / "*.parquet"),
-        settings,
-        plan.context(),
+    (decided,) = _map_step(
+        plan, name, "decide", {"found": [found]}, {"input_dir": input_dir} | model
     )
-    decisions_file = plan.stage_dir(f"{name}-decisions") / "decisions.parquet"
-    decisions_file.parent.mkdir(parents=True, exist_ok=True)
-    decided.decisions.write_parquet(decisions_file)
-    parts, accounting = _run_parts(plan, name, input_dir, records, str(decisions_file))
-    stats = by_key.merge_stats(decided.stats, [part["stats"] for part in parts])
-    _finish_parts(plan, name, parts, stats, decided.review_items)
+    parts, accounting = _run_parts(plan, name, input_dir, records, decided["decisions"])
+    stats = by_key.merge_stats(decided["stats"], [part["stats"] for part in parts])
+    review = decided["review_items"] and pl.read_parquet(decided["review_items"])
+    _finish_parts(plan, name, parts, stats, review)
     _check_output(plan, stage)
     accounting |= {
         "key_partitions": partitions,
         "keys": sum(part["keys"] for part in keyed),
-        "keys_peak_rss_mb": max(task["peak_rss_mb"] for task in keyed + reduced + exchanged),
+        "keys_peak_rss_mb": max(task["peak_rss_mb"] for task in keyed),
+        "reduce_peak_rss_mb": max(task["peak_rss_mb"] for task in reduced),
+        **({"exchange_peak_rss_mb": max(t["peak_rss_mb"] for t in exchanged)} if exchanged else {}),
+        **({"fit_peak_rss_mb": max(t["peak_rss_mb"] for t in fitting)} if fitting else {}),
+        "decide_seconds": decided["seconds"],
+        "decide_peak_rss_mb": decided["peak_rss_mb"],
     }
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
 

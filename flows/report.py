@@ -247,6 +247,13 @@ def _copy_data_docs(run_dir: Path, folder: Path) -> Path | None:
     return target
 
 
+# the peak of each kind of task a step maps (flows/curate.py)
+TASK_PEAKS = tuple(
+    f"{task}_peak_rss_mb"
+    for task in ("part", "keys", "reduce", "exchange", "decide", "build", "fit")
+)
+
+
 def _run_steps(path: Path) -> list[dict[str, Any]]:
     """The steps of the run that made the version (flows/curate.py writes them), one row each,
     with the peak of its largest task; none when the run folder is gone."""
@@ -254,7 +261,7 @@ def _run_steps(path: Path) -> list[dict[str, Any]]:
         return []
     rows = []
     for name, step in json.loads(path.read_text()).items():
-        tasks = [step.get(key) for key in ("part_peak_rss_mb", "keys_peak_rss_mb")]
+        tasks = [step.get(key) for key in TASK_PEAKS]
         shown = ("resumed_from", "parts", "key_partitions", "records_in", "records_out")
         rows.append(
             {"step": name, **dict.fromkeys(shown), **step}

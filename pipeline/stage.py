@@ -139,12 +139,18 @@ class Decided:
 
 @dataclass(frozen=True)
 class ByKey:
-    """A stage run as keys per part → reduce per key partition → [exchanges per part] → one
-    decide → apply per part.
+    """A stage run as [sample per part → one fit →] keys per part → reduce per key partition →
+    [exchanges per part] → one decide → apply per part.
 
     keys(part, cfg, ctx) -> DataFrame with `_key` (a hex digest, whose first 15 digits choose
     the key partition, or an integer hash, whose high bits do) and what reduce needs; with
     exchanges, the runner adds `_part`, the number of the part a row comes from.
+    sample and fit, when keys need a model of the whole dataset first (semantic dedup's k-means
+    partitions): `sample(part, cfg, ctx) -> DataFrame` is what one part contributes (chosen by
+    record id, so that the sample is the same however the records are cut into parts),
+    `fit(samples, records, cfg) -> DataFrame` makes the model from every part's sample (and
+    the input's size), and keys and decide get it last: keys(part, cfg, ctx, fitted), decide(found,
+    records, cfg, ctx, fitted).
     reduce(keys, cfg) -> what one partition found.
     exchanges: steps that need the parts' records again (such as measuring the pairs a reduce
     proposed): each `exchange(part, incoming, cfg, ctx) -> DataFrame` reads the rows sent to its
@@ -161,16 +167,21 @@ class ByKey:
     decide: Callable[..., Decided]
     apply: Callable[..., StageResult]
     exchanges: tuple[Callable[..., pl.DataFrame], ...] = ()
+    sample: Callable[..., pl.DataFrame] | None = None
+    fit: Callable[..., pl.DataFrame] | None = None
 
     def __call__(self, frame: pl.LazyFrame, cfg: Any, ctx: RunContext) -> StageResult:
         """The stage on every record at once: one part, one key partition."""
-        keys = self.keys(frame, cfg, ctx)
+        model = ()
+        if self.fit is not None:
+            model = (self.fit(self.sample(frame, cfg, ctx).lazy(), frame, cfg),)
+        keys = self.keys(frame, cfg, ctx, *model)
         if self.exchanges:
             keys = keys.with_columns(pl.lit(0, pl.UInt32).alias("_part"))
         found = self.reduce(keys.lazy(), cfg)
         for exchange in self.exchanges:
             found = exchange(frame, sent_to(found.lazy(), 0), cfg, ctx)
-        decided = self.decide(found.lazy(), frame, cfg, ctx)
+        decided = self.decide(found.lazy(), frame, cfg, ctx, *model)
         result = self.apply(frame, decided.decisions.lazy(), cfg, ctx)
         result.stats = self.merge_stats(decided.stats, [result.stats])
         items = [i for i in (decided.review_items, result.review_items) if i is not None]

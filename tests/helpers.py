@@ -263,15 +263,19 @@ def german_message() -> tuple[str, str]:
 def run_in_parts(
     by_key: ByKey, frame: pl.LazyFrame, cfg, ctx: RunContext, parts: int
 ) -> StageResult:
-    """A ByKey run as the runner runs it, in this process: `frame` cut into `parts` parts, the
-    keys sent to as many key partitions, each exchange's rows sent part to part, one decide,
+    """A ByKey run as the runner runs it, in this process: `frame` cut into `parts` parts (a
+    sample of each, one fit), the keys sent to as many key partitions, each exchange's rows sent part to part, one decide,
     apply per part. Its records (sorted by record_id), events (sorted) and stats."""
     rows = frame.collect()
     size = -(-rows.height // parts) or 1
     pieces = [rows.slice(start, size).lazy() for start in range(0, max(rows.height, 1), size)]
+    model = ()
+    if by_key.fit is not None:
+        samples = pl.concat(by_key.sample(piece, cfg, ctx) for piece in pieces)
+        model = (by_key.fit(samples.lazy(), frame, cfg),)
     keys = []
     for number, piece in enumerate(pieces):
-        part_keys = by_key.keys(piece, cfg, ctx)
+        part_keys = by_key.keys(piece, cfg, ctx, *model)
         if by_key.exchanges:
             part_keys = part_keys.with_columns(pl.lit(number, pl.UInt32).alias("_part"))
         keys.append(part_keys)
@@ -285,7 +289,7 @@ def run_in_parts(
             exchange(piece, sent_to(found.lazy(), number), cfg, ctx)
             for number, piece in enumerate(pieces)
         )
-    decided = by_key.decide(found.lazy(), frame, cfg, ctx)
+    decided = by_key.decide(found.lazy(), frame, cfg, ctx, *model)
     results = [by_key.apply(piece, decided.decisions.lazy(), cfg, ctx) for piece in pieces]
     return StageResult(
         frame=pl.concat(result.frame for result in results).sort("record_id"),

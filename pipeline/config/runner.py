@@ -23,6 +23,13 @@ class RunnerConfig(Strict):
     workers: Annotated[int, Field(ge=1)] = Field(
         2, description="threads (local) or Dask workers of a temporary cluster"
     )
+    memory_limit: str | None = Field(
+        None,
+        pattern=r"^\d+(\.\d+)?\s*(B|kB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
+        description="memory of each worker of a temporary Dask cluster (e.g. 6GiB): Dask pauses "
+        "a worker at 80% of it and restarts it at 95% (its task is retried); without it, the "
+        "machine's memory is shared among the workers",
+    )
     # bench/README.md: each part costs ~0.1 s of governance set-up (plus ~0.2 s on Dask), so
     # parts are large; they bound a worker's memory
     part_rows: Annotated[int, Field(ge=1)] = Field(
@@ -33,6 +40,11 @@ class RunnerConfig(Strict):
     def _address_needs_dask(self) -> RunnerConfig:
         if self.address and self.kind != "dask":
             raise ValueError("runner.address is for kind: dask")
+        if self.memory_limit and (self.kind != "dask" or self.address):
+            raise ValueError(
+                "runner.memory_limit is for a temporary Dask cluster (kind: dask, no address): "
+                "an existing cluster's workers set theirs (`dask worker --memory-limit`)"
+            )
         return self
 
 

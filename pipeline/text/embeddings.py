@@ -177,6 +177,11 @@ def embed(
     )
 
 
+def cached_vectors(content_hashes: pl.Series, cache_dir: Path) -> pl.DataFrame:
+    """The cached vectors (CACHE_SCHEMA) of these content hashes, one row each."""
+    return _read_cache(Path(cache_dir) / vectors_key(), content_hashes.unique())
+
+
 def _read_cache(folder: Path | None, wanted: pl.Series) -> pl.DataFrame:
     """The cached rows for the `wanted` content hashes, one each: when two runs cached the
     same text, the older part wins (part names sort by the time they were written)."""

@@ -188,18 +188,26 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         "part_task": sum(parts["steps"][name]["parts"] for name in PER_PART),
         "keys_task": keyed,
         "reduce_task": keyed,
+        # the global steps run on the workers too: the run's process holds no dataset state
+        "decide_task": len(KEYED),
+        "build_task": 1,  # contamination's index
+        # semantic dedup's k-means centroids: a sample of each part, one fit
+        "sample_task": parts["steps"]["semantic_dedup"]["parts"],
+        "fit_task": 1,
         "exchange_task": 2 * parts["steps"]["near_dedup"]["parts"],  # gather, measure
         # publish: each part's records routed to their shards, each shard written
         "route_task": parts["steps"]["publish"]["parts"],
         "shard_task": parts["steps"]["publish"]["shards"],
     }
     assert parts["steps"]["publish"]["parts"] > 1
+    assert all(parts["steps"][name]["decide_peak_rss_mb"] > 0 for name in KEYED)
+    assert parts["steps"]["contamination"]["build_peak_rss_mb"] > 0
 
 
 def test_a_dask_runner_without_address_runs_on_one_cluster_of_its_own_that_ends_with_the_run(
     tmp_path,
 ):
-    runner = {"kind": "dask", "workers": 2, "part_rows": 97}
+    runner = {"kind": "dask", "workers": 2, "part_rows": 97, "memory_limit": "1.5GiB"}
     config = RunConfig(name="cluster", workdir=str(tmp_path), sources=[], runner=runner)
     plan = RunPlan(
         run_id="r", run_dir=tmp_path / "run", started_at=datetime.now(UTC), config=config,
@@ -213,9 +221,24 @@ def test_a_dask_runner_without_address_runs_on_one_cluster_of_its_own_that_ends_
         assert on_workers.config.runner.part_rows == 97 and on_workers.run_id == plan.run_id
         with Client(address, timeout=10) as client:
             threads = client.nthreads()
+            workers = client.scheduler_info()["workers"].values()
     assert sorted(threads.values()) == [1, 1]  # two workers, one task at a time each
+    assert [worker["memory_limit"] for worker in workers] == [1.5 * 2**30] * 2
     with pytest.raises(OSError):  # the scheduler stopped with the run
         Client(address, timeout=2)
     local = replace(plan, config=config.model_copy(update={"runner": RunnerConfig()}))
     with run_cluster(local) as same:
         assert same is local
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        {"kind": "local", "memory_limit": "4GiB"},
+        {"kind": "dask", "address": "tcp://10.0.0.5:8786", "memory_limit": "4GiB"},
+        {"kind": "dask", "memory_limit": "lots"},
+    ],
+)
+def test_a_worker_memory_limit_is_only_for_a_temporary_cluster_and_in_bytes(runner):
+    with pytest.raises(ValueError, match="memory_limit"):
+        RunnerConfig(**runner)
