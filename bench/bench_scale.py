@@ -2,7 +2,7 @@
 `thresher run`, as a user runs it, on 1M, 3M or 10M records of the spine bench's real text.
 
 For each size and runner (`local`: threads in the flow's process; `dask`: a temporary
-2-worker Dask cluster on this machine, `runner: {kind: dask, workers: 2}`), and as many
+2-worker Dask cluster on this machine, `runner: {kind: dask, workers: 2, memory_limit: 6GiB}`), and as many
 repeats as asked, one `thresher run --json` in a fresh project, work folder and PREFECT_HOME
 (bench/bench_determinism.py's `measure`): wall seconds, records/s, peak RSS of the highest
 single process and of the whole process tree (psutil polled), the dataset hash, and the
@@ -31,10 +31,12 @@ import bench_spine  # noqa: E402
 OUT = BENCH_DIR / "out" / "scale"
 
 
-def run_once(n: int, files: int, runner: str, label: str, code_root: Path | None) -> dict:
+def run_once(
+    n: int, files: int, runner: str, label: str, code_root: Path | None, memory: str | None
+) -> dict:
     data = bench_spine.input_dir(n, files)
     folder = OUT / label
-    result = _measure(label, data, runner, code_root)
+    result = _measure(label, data, runner, code_root, memory)
     stdout = folder / "stdout.jsonl"
     if result["returncode"] == 0:
         lines = [line for line in stdout.read_text().splitlines() if line.startswith("{")]
@@ -45,7 +47,9 @@ def run_once(n: int, files: int, runner: str, label: str, code_root: Path | None
     return result
 
 
-def _measure(label: str, data: Path, runner: str, code_root: Path | None) -> dict:
+def _measure(
+    label: str, data: Path, runner: str, code_root: Path | None, memory: str | None
+) -> dict:
     """bench_determinism.measure with the runner section added to the project it writes."""
     write_project = bench_determinism.write_project
 
@@ -54,6 +58,8 @@ def _measure(label: str, data: Path, runner: str, code_root: Path | None) -> dic
         if runner != "local":
             settings = json.loads(config.read_text())
             settings["runner"] = {"kind": runner, "workers": 2}
+            if memory:
+                settings["runner"]["memory_limit"] = memory
             config.write_text(json.dumps(settings, indent=2) + "\n")
         return config
 
@@ -89,6 +95,11 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--code-root", type=Path, help="checkout whose pipeline code runs")
     parser.add_argument("--tag", default="", help="added to every run's folder name")
+    parser.add_argument(
+        "--worker-memory",
+        default="6GiB",
+        help="runner.memory_limit of each Dask worker ('' for none)",
+    )
     args = parser.parse_args()
     code_root = args.code_root.resolve() if args.code_root else None
     OUT.mkdir(parents=True, exist_ok=True)
@@ -97,7 +108,9 @@ def main() -> None:
         for runner in args.runners:
             for repeat in range(args.repeat):
                 label = f"{args.tag}n{n}-{runner}-{repeat}"
-                results.append(run_once(n, args.files, runner, label, code_root))
+                results.append(
+                    run_once(n, args.files, runner, label, code_root, args.worker_memory or None)
+                )
                 print(json.dumps({k: v for k, v in results[-1].items() if k != "command"}))
     print(markdown(results))
     (OUT / f"{args.tag}results.json").write_text(json.dumps(results, indent=2) + "\n")
