@@ -194,6 +194,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         # semantic dedup's k-means centroids: a sample of each part, one fit
         "sample_task": parts["steps"]["semantic_dedup"]["parts"],
         "fit_task": 1,
+        "whole_task": 2,  # synthetic, augment: one task each, on a worker
         "exchange_task": 2 * parts["steps"]["near_dedup"]["parts"],  # gather, measure
         # publish: each part's records routed to their shards, each shard written
         "route_task": parts["steps"]["publish"]["parts"],
