@@ -287,7 +287,10 @@ CURATE_STAGES: tuple[Stage, ...] = (
         "split", "split", "pipeline.split.stage:split", runs="by_key", adds=("split",),
         checks=("no_leakage",),
     ),
-    Stage("synthetic", "synthetic", "pipeline.augment.synthetic:synthetic", adds=("split",)),
+    Stage(
+        "synthetic", "synthetic", "pipeline.augment.synthetic:synthetic", runs="by_key",
+        adds=("split",),
+    ),
     Stage(
         "augment", "augment", "pipeline.augment.augment:augment",
         adds=("augmented_from",), checks=("no_leakage",),

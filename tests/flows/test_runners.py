@@ -28,7 +28,7 @@ from pipeline.config import RunConfig, RunnerConfig
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
 SIGNATURE = "Sent from my Thresher test phone: please do not reply to this automated message."
-KEYED = ("exact_dedup", "near_dedup", "boilerplate", "semantic_dedup", "split")
+KEYED = ("exact_dedup", "near_dedup", "boilerplate", "semantic_dedup", "split", "synthetic")
 # the keyed stages: their apply steps; contamination: its parts, checked against one index
 PER_PART = ("govern", "quality", *KEYED, "contamination")
 PART_ROWS = 160  # about 800 records: five parts, each step's tasks on both workers
@@ -194,7 +194,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         # semantic dedup's k-means centroids: a sample of each part, one fit
         "sample_task": parts["steps"]["semantic_dedup"]["parts"],
         "fit_task": 1,
-        "whole_task": 2,  # synthetic, augment: one task each, on a worker
+        "whole_task": 1,  # augment: one task, on a worker
         "exchange_task": 2 * parts["steps"]["near_dedup"]["parts"],  # gather, measure
         # publish: each part's records routed to their shards, each shard written
         "route_task": parts["steps"]["publish"]["parts"],

@@ -8,7 +8,7 @@ import math
 import polars as pl
 import pytest
 import xxhash
-from helpers import as_records, run_context
+from helpers import as_records, run_context, run_in_parts
 
 from pipeline.augment.synthetic import synthetic
 from pipeline.config import SyntheticPolicy
@@ -123,3 +123,34 @@ def test_held_out_allowed_or_a_locked_test_set_keeps_them_in_place(tmp_path, sms
     placed = dict(result.frame.collect().select("record_id", "split").iter_rows())
     assert placed == {"syn-val": "validation" if held_out else "train", "syn-locked": "test"}
     assert result.events.filter(pl.col("terminal")).height == 0
+
+
+def test_cut_in_parts_it_moves_blocks_and_caps_as_one_call_does(tmp_path, sms_spam):
+    """Run by key: a synthetic record in one part is blocked by a real record (or a locked
+    synthetic one) in another, and the caps count every part."""
+    rows = [
+        *({"record_id": f"real-{i:02d}", "split": "train"} for i in range(40)),
+        *({"record_id": f"syn-{i:02d}", "split": "train", "synthetic": True} for i in range(30)),
+        {"record_id": "real-test", "split": "test", "group": "sender-1"},
+        {"record_id": "real-val", "split": "validation", "cluster_id": "c-1"},
+        {"record_id": "syn-alone", "split": "validation", "synthetic": True},
+        {"record_id": "syn-grouped", "split": "test", "group": "sender-1", "synthetic": True},
+        {"record_id": "syn-clustered", "split": "validation", "cluster_id": "c-1",
+         "group": "g-2", "synthetic": True},
+        {"record_id": "syn-linked", "split": "validation", "group": "g-2", "synthetic": True},
+        {"record_id": "syn-locked", "split": "test", "group": "g-3", "synthetic": True},
+        {"record_id": "syn-beside-locked", "split": "test", "group": "g-3", "synthetic": True},
+    ]  # fmt: skip
+    cfg = SyntheticPolicy(max_share={"train": 0.3})
+    ctx = run_context(tmp_path, locked_test=pl.DataFrame({"record_id": ["syn-locked"]}))
+    whole = synthetic(records(sms_spam, rows), cfg, ctx)
+    shuffled = records(sms_spam, rows).collect().sample(fraction=1.0, shuffle=True, seed=3)
+    parted = run_in_parts(synthetic, shuffled.lazy(), cfg, ctx, 4)
+    assert parted.frame.collect().equals(whole.frame.collect().sort("record_id"))
+    assert parted.events.equals(whole.events.sort("record_id", maintain_order=True))
+    assert parted.stats == whole.stats
+    dropped = dict(whole.events.filter(pl.col("terminal")).group_by("reason").len().iter_rows())
+    # blocked: by a real record's group, a real record's cluster, a locked record's group
+    assert dropped[reasons.SYNTHETIC_HELD_OUT] == 3
+    assert dropped[reasons.SYNTHETIC_CAP] == whole.stats["dropped_cap"]["train"] > 0
+    assert whole.stats["share"]["train"]["share"] <= 0.3
