@@ -292,7 +292,7 @@ CURATE_STAGES: tuple[Stage, ...] = (
         adds=("split",),
     ),
     Stage(
-        "augment", "augment", "pipeline.augment.augment:augment",
+        "augment", "augment", "pipeline.augment.augment:augment", runs="by_key",
         adds=("augmented_from",), checks=("no_leakage",),
     ),
     Stage(

@@ -20,6 +20,12 @@
 
 Kept variants are appended to the frame in train, with `augmented_from` naming their origin;
 the publish stage gives them their terminal events.
+
+It runs by key (pipeline/stage.py's ByKey): each part samples its word counts per label and
+its origins' vectors, from which one fit makes the vocabularies and the label centroids; each
+part makes its variants and sends their content hashes, with every record's, to key
+partitions that find the duplicates (3.); each part then makes its variants again, drops
+the duplicates and judges the rest (4.). Only the origins' vectors are held in one place.
 """
 
 from __future__ import annotations
@@ -37,34 +43,139 @@ from pipeline.core import ledger, reasons
 from pipeline.core.identity import KEY_SEPARATOR, record_key, xxh3_128_hex
 from pipeline.core.schema import REVIEW_ITEM_SCHEMA, review_decisions
 from pipeline.review import review_items_of, with_review_hash
-from pipeline.stage import RunContext, StageResult
-from pipeline.text.embeddings import embed
+from pipeline.stage import ByKey, Decided, RunContext, StageResult
+from pipeline.text.embeddings import DIMENSIONS, embed
 
 STAGE = "augment"
 TRAIN = "train"
 KEPT, DRIFTED, UNCERTAIN = "kept", "drifted", "uncertain"
+VECTOR = pl.Array(pl.Float32, DIMENSIONS)
+CENTROID = pl.Array(pl.Float64, DIMENSIONS)
+SAMPLE_SCHEMA = pl.Schema(
+    {
+        "label": pl.String,
+        "word": pl.String,
+        "_count": pl.UInt32,
+        "record_id": pl.String,
+        "_vector": VECTOR,
+    }
+)
+FITTED_SCHEMA = pl.Schema({"label": pl.String, "word": pl.String, "_centroid": CENTROID})
 
 
-def augment(frame: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext) -> StageResult:
-    empty_items = pl.DataFrame(schema=REVIEW_ITEM_SCHEMA)
-    if cfg is None:
-        return StageResult(frame, ledger.empty(), {"generated": 0}, empty_items)
-    records = frame.select(
-        "record_id", "text", "content_hash", "label", "split", "augmented_from", "synthetic"
-    )
-    records = records.collect()
-    candidates = records.filter(
+def _candidates(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """Labelled train records that are neither variants nor synthetic."""
+    return frame.filter(
         (pl.col("split") == TRAIN)
         & pl.col("label").is_not_null()
         & pl.col("augmented_from").is_null()
         & ~pl.col("synthetic").fill_null(False)
     )
-    chosen = candidates.filter(_position(cfg.seed, pl.col("record_id")) < cfg.fraction)
-    origins = frame.join(chosen.lazy().select("record_id"), on="record_id", how="semi")
-    origins = origins.collect().sort("record_id")
-    variants = _duplicates(_variants(origins, cfg, vocabularies(candidates)), records)
+
+
+def _origins(frame: pl.LazyFrame, cfg: AugmentConfig) -> pl.DataFrame:
+    """The candidates chosen to be augmented, whole, in record-id order."""
+    chosen = _candidates(frame).filter(_position(cfg.seed, pl.col("record_id")) < cfg.fraction)
+    return chosen.collect().sort("record_id")
+
+
+def _sample(frame: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext) -> pl.DataFrame:
+    """A part's share of what every variant is made and judged by: the word counts per label
+    of its candidates (the vocabularies) and its origins' vectors (the label centroids)."""
+    if cfg is None:
+        return pl.DataFrame(schema=SAMPLE_SCHEMA)
+    candidates = _candidates(frame).select("label", "text").collect()
+    origins = _origins(frame, cfg)
+    vectors = embed(origins["text"], origins["content_hash"], _cache(ctx), cfg.batch_size).vectors
+    return pl.concat(
+        [
+            _word_counts(candidates),
+            origins.select("record_id", "label", pl.Series("_vector", vectors, dtype=VECTOR)),
+        ],
+        how="diagonal_relaxed",
+    ).cast(SAMPLE_SCHEMA)
+
+
+def _fit(samples: pl.LazyFrame, records: pl.LazyFrame, cfg: AugmentConfig | None) -> pl.DataFrame:
+    """The vocabularies (label, word) and the label centroids (label, _centroid) of the whole
+    train split, from every part's sample."""
+    rows = samples.collect()
+    words = rows.filter(pl.col("word").is_not_null())
+    vocabulary = _vocabulary_rows(words)
+    origins = rows.filter(pl.col("record_id").is_not_null()).sort("record_id")
+    vectors = origins["_vector"].to_numpy().reshape(-1, DIMENSIONS)
+    centroids = label_centroids(vectors, origins["label"].to_list())
+    return pl.concat(
+        [
+            vocabulary,
+            pl.DataFrame(
+                {"label": list(centroids), "_centroid": list(centroids.values())},
+                schema={"label": pl.String, "_centroid": CENTROID},
+            ),
+        ],
+        how="diagonal_relaxed",
+    ).cast(FITTED_SCHEMA)
+
+
+def _keys(
+    frame: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext, fitted: pl.DataFrame
+) -> pl.DataFrame:
+    """Every record's content hash and the part's variants', keyed by the hash: a variant is
+    a duplicate when a record or an earlier variant anywhere has its text."""
+    known = frame.select("content_hash", "record_id").drop_nulls("content_hash").collect()
+    if cfg is None:
+        return known.clear().with_columns(pl.col("content_hash").alias("_key"))
+    variants = _variants(_origins(frame, cfg), cfg, _vocabularies(fitted))
+    return pl.concat(
+        [known, variants.select("content_hash", "record_id", "augmented_from", "index")],
+        how="diagonal_relaxed",
+    ).with_columns(pl.col("content_hash").alias("_key"))
+
+
+def _owners(keys: pl.LazyFrame, cfg: AugmentConfig | None) -> pl.DataFrame:
+    """The variants of this key partition's texts that repeat a record (the smallest id
+    holding it) or an earlier variant (in origin, index order): (record_id, duplicate_of)."""
+    if cfg is None:
+        return pl.DataFrame(schema={"record_id": pl.String, "duplicate_of": pl.String})
+    rows = keys.collect()
+    variants = rows.filter(pl.col("augmented_from").is_not_null())
+    known = rows.filter(pl.col("augmented_from").is_null())
+    return (
+        _duplicates(variants.sort("augmented_from", "index"), known)
+        .filter(pl.col("duplicate_of").is_not_null())
+        .select("record_id", "duplicate_of")
+    )
+
+
+def _decide(
+    found: pl.LazyFrame,
+    records: pl.LazyFrame,
+    cfg: AugmentConfig | None,
+    ctx: RunContext,
+    fitted: pl.DataFrame,
+) -> Decided:
+    """One table for every part: the duplicate variants, the vocabularies and centroids."""
+    return Decided(pl.concat([fitted, found.collect()], how="diagonal_relaxed"), {})
+
+
+def _apply(
+    frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext
+) -> StageResult:
+    """Make this part's variants, drop the duplicates, judge the rest by their embeddings
+    against the label centroids, and append the kept ones in train."""
+    empty_items = pl.DataFrame(schema=REVIEW_ITEM_SCHEMA)
+    if cfg is None:
+        return StageResult(frame, ledger.empty(), {"generated": 0}, empty_items)
+    table = decisions.collect()
+    origins = _origins(frame, cfg)
+    variants = _variants(origins, cfg, _vocabularies(table))
+    repeated = table.filter(pl.col("duplicate_of").is_not_null()).select(
+        "record_id", "duplicate_of"
+    )
+    variants = variants.join(repeated, on="record_id", how="left", maintain_order="left")
     duplicates = variants.filter(pl.col("duplicate_of").is_not_null())
-    judged = _judged(origins, variants.filter(pl.col("duplicate_of").is_null()), cfg, ctx)
+    fresh = variants.filter(pl.col("duplicate_of").is_null())
+    judged = _judged(origins, fresh, _centroids(table), cfg, ctx)
     still, approved, rejected = _reviewed(judged.filter(pl.col("outcome") == UNCERTAIN), ctx)
     drifted = judged.filter(pl.col("outcome") == DRIFTED)
     kept = pl.concat([judged.filter(pl.col("outcome") == KEPT), approved.select(judged.columns)])
@@ -100,6 +211,28 @@ def augment(frame: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext) -> 
     return StageResult(out, events, stats, review_items_of(still, reasons.AUGMENTATION_UNCERTAIN))
 
 
+# a sample of each part (word counts, origin vectors) gives the vocabularies and label
+# centroids once; the variants' texts meet every record's by content hash; each part makes,
+# checks and appends its own variants
+augment = ByKey(keys=_keys, reduce=_owners, decide=_decide, apply=_apply, sample=_sample, fit=_fit)
+
+
+def _cache(ctx: RunContext) -> Path:
+    return Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
+
+
+def _vocabularies(table: pl.DataFrame) -> dict[str, tuple[str, ...]]:
+    words = table.filter(pl.col("word").is_not_null()).sort("label", "word")
+    return {label: tuple(group["word"]) for (label,), group in words.group_by("label")}
+
+
+def _centroids(table: pl.DataFrame) -> dict[str, np.ndarray]:
+    rows = table.filter(pl.col("_centroid").is_not_null())
+    return dict(
+        zip(rows["label"], rows["_centroid"].to_numpy().reshape(-1, DIMENSIONS), strict=True)
+    )
+
+
 def _position(seed: int, key: pl.Expr) -> pl.Expr:
     """xxh3-64 of (augment, seed, key), scaled to [0, 1): stable, independent of row order."""
     salted = pl.concat_str([pl.lit(f"augment{KEY_SEPARATOR}{seed}{KEY_SEPARATOR}"), key])
@@ -109,12 +242,20 @@ def _position(seed: int, key: pl.Expr) -> pl.Expr:
 def vocabularies(train: pl.DataFrame) -> dict[str, tuple[str, ...]]:
     """Per label, the words (lower-cased letter runs) occurring at least twice in its texts,
     sorted: what word_insert may insert into a variant of that label."""
+    return _vocabularies(_vocabulary_rows(_word_counts(train)))
+
+
+def _word_counts(train: pl.DataFrame) -> pl.DataFrame:
     words = train.select(
         "label", pl.col("text").str.to_lowercase().str.extract_all(VOCABULARY_WORD).alias("word")
     ).explode("word")
-    counted = words.drop_nulls().group_by("label", "word").len().filter(pl.col("len") >= 2)
-    ordered = counted.sort("label", "word")
-    return {label: tuple(group["word"]) for (label,), group in ordered.group_by("label")}
+    return words.drop_nulls().group_by("label", "word").agg(pl.len().alias("_count"))
+
+
+def _vocabulary_rows(counts: pl.DataFrame) -> pl.DataFrame:
+    """(label, word) of the words counted at least twice per label, over every part."""
+    summed = counts.group_by("label", "word").agg(pl.col("_count").sum())
+    return summed.filter(pl.col("_count") >= 2).select("label", "word").sort("label", "word")
 
 
 def _variants(
@@ -161,19 +302,21 @@ def _duplicates(variants: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
 
 
 def _judged(
-    origins: pl.DataFrame, fresh: pl.DataFrame, cfg: AugmentConfig, ctx: RunContext
+    origins: pl.DataFrame,
+    fresh: pl.DataFrame,
+    centroids: Mapping[str, np.ndarray],
+    cfg: AugmentConfig,
+    ctx: RunContext,
 ) -> pl.DataFrame:
     """`fresh` with the columns of `judge`."""
     if fresh.height == 0:
         return pl.concat(
             [fresh, judge(np.zeros((0, 1)), np.zeros((0, 1)), [], {}, 1.0)], how="horizontal"
         )
-    cache = Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
     texts = pl.concat([origins["text"], fresh["text"]])
     hashes = pl.concat([origins["content_hash"], fresh["content_hash"]])
-    vectors = embed(texts, hashes, cache, cfg.batch_size).vectors
+    vectors = embed(texts, hashes, _cache(ctx), cfg.batch_size).vectors
     origin_vectors, variant_vectors = vectors[: origins.height], vectors[origins.height :]
-    centroids = label_centroids(origin_vectors, origins["label"].to_list())
     row = origins.select(pl.col("record_id").alias("augmented_from")).with_row_index("_row")
     at = fresh.join(row, on="augmented_from", how="left", maintain_order="left")["_row"]
     verdict = judge(

@@ -28,7 +28,9 @@ from pipeline.config import RunConfig, RunnerConfig
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
 SIGNATURE = "Sent from my Thresher test phone: please do not reply to this automated message."
-KEYED = ("exact_dedup", "near_dedup", "boilerplate", "semantic_dedup", "split", "synthetic")
+KEYED = (
+    "exact_dedup", "near_dedup", "boilerplate", "semantic_dedup", "split", "synthetic", "augment"
+)  # fmt: skip
 # the keyed stages: their apply steps; contamination: its parts, checked against one index
 PER_PART = ("govern", "quality", *KEYED, "contamination")
 PART_ROWS = 160  # about 800 records: five parts, each step's tasks on both workers
@@ -191,10 +193,10 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         # the global steps run on the workers too: the run's process holds no dataset state
         "decide_task": len(KEYED),
         "build_task": 1,  # contamination's index
-        # semantic dedup's k-means centroids: a sample of each part, one fit
-        "sample_task": parts["steps"]["semantic_dedup"]["parts"],
-        "fit_task": 1,
-        "whole_task": 1,  # augment: one task, on a worker
+        # semantic dedup's k-means centroids, augment's vocabularies and label centroids: a
+        # sample of each part, one fit
+        "sample_task": sum(parts["steps"][name]["parts"] for name in ("semantic_dedup", "augment")),
+        "fit_task": 2,
         "exchange_task": 2 * parts["steps"]["near_dedup"]["parts"],  # gather, measure
         # publish: each part's records routed to their shards, each shard written
         "route_task": parts["steps"]["publish"]["parts"],

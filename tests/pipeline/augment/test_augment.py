@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import numpy as np
 import polars as pl
 import pytest
-from helpers import SMS_SOURCE, as_records
+from helpers import SMS_SOURCE, as_records, run_in_parts
 
 from pipeline.augment.augment import augment, judge, label_centroids, vocabularies
 from pipeline.augment.transforms import (
@@ -219,6 +219,23 @@ def test_a_variant_equal_to_an_existing_text_is_a_duplicate(sms_records, workdir
         assert generated[e["duplicate_of"]]["augmented_from"] == "two"
         assert e["duplicate_of"] not in of_two
     assert result.stats["generated"] == 8 and result.stats["duplicates"] >= 6
+
+
+def test_cut_in_parts_it_makes_and_judges_the_variants_of_one_call(sms_records, workdir, first):
+    """Run by key: the vocabularies and label centroids come from every part's sample, and a
+    variant repeating a text of another part (a planted copy) is still a duplicate."""
+    planted_text = variants_of(first).sort("record_id")["text"][1]
+    planted = records(
+        [{"record_id": "planted", "text": planted_text, "label": "ham", "split": "test"}]
+    )
+    frame = pl.concat([sms_records, planted])
+    whole = augment(frame.lazy(), CFG, context(workdir))
+    shuffled = frame.sample(fraction=1.0, shuffle=True, seed=11).lazy()
+    parted = run_in_parts(augment, shuffled, CFG, context(workdir), 4)
+    assert parted.frame.collect().equals(whole.frame.collect().sort("record_id"))
+    assert parted.events.equals(whole.events.sort("record_id", maintain_order=True))
+    assert parted.stats == whole.stats and whole.stats["duplicates"] >= 1
+    assert whole.stats["kept"] > 0 and whole.stats["uncertain"] > 0
 
 
 def test_review_items_and_decisions(sms_records, workdir, first):
