@@ -51,9 +51,16 @@ from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_r
 from pipeline.core import ledger, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError
-from pipeline.core.resources import measured, peak_rss_mb, reset_peak_rss
+from pipeline.core.resources import measured, peak_rss_mb, release_free_memory, reset_peak_rss
 from pipeline.core.schema import EvalSet
-from pipeline.ingest.stage import INTERMEDIATE_PARQUET, ingest
+from pipeline.ingest.stage import (
+    INTERMEDIATE_PARQUET,
+    IngestPart,
+    finish,
+    ingest_stats,
+    plan_parts,
+    read_part,
+)
 from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.publish.reader import read_version
 from pipeline.publish.stage import ShardPlan, plan_shards, routed, staged_version, write_shard
@@ -214,15 +221,54 @@ def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = Non
 
 @task(name="ingest", **TASK_OPTIONS)
 def ingest_task(plan: RunPlan) -> dict[str, Any]:
-    out = plan.stage_dir("ingest")
-    result = ingest(plan.config.source_list, plan.context(), out)
-    ledger.write_part(result.events, plan.ledger_dir, STAGES["ingest"].ledger_part)
+    """Read the sources part by part on the runner (parts of consecutive files, about
+    `runner.part_rows` records of 1 KiB each), then drop repeated ids in one task."""
+    out, sources = plan.stage_dir("ingest"), plan.config.source_list
+    shutil.rmtree(out, ignore_errors=True)
+    for stale in plan.ledger_dir.glob(f"{STAGES['ingest'].ledger_part}*.parquet"):
+        stale.unlink()
+    parts = plan_parts(sources, plan.config.runner.part_rows * 1024)
+    read = _map_step(_slim(plan), "ingest", "read", {"part": parts}, {}) if parts else []
+    (finished,) = _map_step(_slim(plan), "ingest", "finish", {"folder": [str(out)]}, {})
+    per_source = {source.name: {"records_in": 0} for source in sources}
+    for part, task_result in zip(parts, read, strict=True):
+        per_source[part.source]["records_in"] += task_result["records_in"]
+    events = pl.scan_parquet(plan.ledger_dir / f"{STAGES['ingest'].ledger_part}*.parquet")
+    stats = ingest_stats(per_source, events.select("source").collect())
     get_run_logger().info(
-        "ingest: %s records in, %s dropped (bad rows and repeated ids)",
-        result.stats["records_in"],
-        result.stats["bad_rows"],
+        "ingest: %s records in, %s dropped (bad rows and repeated ids), %s parts",
+        stats["records_in"],
+        stats["bad_rows"],
+        len(parts),
     )
-    return {"path": str(out), "stats": result.stats, "records_out": _rows(str(out))}
+    accounting = {
+        "parts": len(parts),
+        "ledger_parts": len(parts) + 1,  # and the repeated ids'
+        "part_peak_rss_mb": max((task["peak_rss_mb"] for task in read), default=None),
+        "finish_peak_rss_mb": finished["peak_rss_mb"],
+    }
+    return {"path": str(out), "stats": stats, "records_out": _rows(str(out)), "parts": accounting}
+
+
+@task(**TASK_OPTIONS)
+def read_task(plan: RunPlan, name: str, part: IngestPart) -> dict[str, Any]:
+    """Read one part of the sources into the ingest folder, its bad rows' events into the
+    ledger; a retry rewrites both."""
+    started = _task_start()
+    source = next(s for s in plan.config.source_list if s.name == part.source)
+    rows_in, bad = read_part(part, source, plan.stage_dir(name))
+    ledger.write_part(bad, plan.ledger_dir, f"{STAGES[name].ledger_part}-{part.number:05d}")
+    return {"records_in": rows_in, **_task_facts(started)}
+
+
+@task(**TASK_OPTIONS)
+def finish_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
+    """Drop repeated ids from every part read (ids only, in one task); their events go to
+    the ledger after every part's."""
+    started = _task_start()
+    events = finish(Path(folder))
+    ledger.write_part(events, plan.ledger_dir, f"{STAGES[name].ledger_part}-repeats")
+    return _task_facts(started)
 
 
 @task(**TASK_OPTIONS)
@@ -266,10 +312,18 @@ def whole_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
 def _check_output(plan: RunPlan, stage: Stage) -> None:
     """A stage's post-conditions on its output: with no_leakage, no group, cluster or text
     may span two splits (split, and augment after variants joined their origins' split), or
-    the run fails."""
+    the run fails. Checked by one task on the runner (it reads those columns of every
+    record)."""
     if "no_leakage" in stage.checks:
-        output = pl.scan_parquet(plan.stage_dir(stage.name) / "*.parquet")
-        check_disjoint(output, leakage_columns(plan.config.split))
+        _map_step(plan, stage.name, "check", {"folder": [str(plan.stage_dir(stage.name))]}, {})
+
+
+@task(**TASK_OPTIONS)
+def check_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
+    started = _task_start()
+    output = pl.scan_parquet(Path(folder) / "*.parquet")
+    check_disjoint(output, leakage_columns(plan.config.split))
+    return _task_facts(started)
 
 
 def _enqueue_for_review(plan: RunPlan, items: pl.DataFrame) -> int:
@@ -330,6 +384,7 @@ def _task_start() -> float:
     dask = sys.modules.get("distributed")  # imported in every worker; never import it here
     try:
         if dask is not None and dask.get_worker():
+            release_free_memory()  # what earlier tasks freed is not this task's
             reset_peak_rss()
     except ValueError:  # not a worker's thread
         pass
@@ -570,6 +625,9 @@ def decide_task(
 
 
 STEP_TASKS = {
+    "check": check_task,
+    "read": read_task,
+    "finish": finish_task,
     "whole": whole_task,
     "sample": sample_task,
     "fit": fit_task,
@@ -1134,6 +1192,7 @@ def _with_records(
             read = written[name]
     for name, stage in stages.items():
         steps[name] |= stage.get("parts", {})
+    steps["ingest"] |= ingested.get("parts", {})
     steps["publish"] |= staged.get("parts", {})
     return steps
 

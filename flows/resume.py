@@ -134,7 +134,8 @@ def _move(old: Path, new: Path, order: list[tuple[str, str | None]]) -> dict[str
         else:
             events = [p for p in (old / "ledger-parts").glob(f"{part}*.parquet")
                       if p.stem == part or p.stem.startswith(f"{part}-")]  # fmt: skip
-            if len(events) != done[step].get("parts", {}).get("parts", 1):
+            accounting = done[step].get("parts", {})
+            if len(events) != accounting.get("ledger_parts", accounting.get("parts", 1)):
                 break  # killed while its events were consolidated or written
             moved += [*events, old / "stages" / step]
         for path in moved:

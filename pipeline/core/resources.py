@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import time
 from collections.abc import Iterator
@@ -18,6 +19,17 @@ def peak_rss_mb() -> float:
     except OSError:
         pass
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def release_free_memory() -> None:
+    """Collect garbage and hand the C heap's free pages back to the system (glibc), so that
+    a long-lived worker's resident memory is what it holds, not what earlier tasks freed."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def reset_peak_rss() -> None:

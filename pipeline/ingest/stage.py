@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -34,41 +35,98 @@ INGEST_THREADS = 2
 INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
 
 
+@dataclass(frozen=True)
+class IngestPart:
+    """Consecutive batches of one source's files: one task's share of ingest."""
+
+    number: int  # its place in file order: its Parquet parts are named by it
+    source: str
+    batches: tuple[tuple[tuple[Path, str], ...], ...]
+
+
+def plan_parts(sources: list[SourceDeclaration], part_bytes: int) -> list[IngestPart]:
+    """Every source's files in batches of about BATCH_BYTES, consecutive batches grouped into
+    parts of about `part_bytes` (a part holds at least one batch), in file order."""
+    parts: list[IngestPart] = []
+    for source in sources:
+        group, size = [], 0
+        for batch in _batches(source_files(source)):
+            group.append(tuple(batch))
+            size += sum(path.stat().st_size for path, _ in batch)
+            if size >= part_bytes:
+                parts.append(IngestPart(len(parts), source.name, tuple(group)))
+                group, size = [], 0
+        if group:
+            parts.append(IngestPart(len(parts), source.name, tuple(group)))
+    return parts
+
+
+def read_part(
+    part: IngestPart, source: SourceDeclaration, out_dir: Path
+) -> tuple[int, pl.DataFrame]:
+    """Read a part's files into `out_dir` as Parquet files named by the part's number (a
+    retry rewrites them); its input rows and its bad rows' events."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob(f"part-{part.number:05d}-*.parquet"):
+        stale.unlink()
+    writer = _PartWriter(out_dir, f"part-{part.number:05d}")
+    rows_in, bad_rows = 0, [ledger.empty()]
+    for batch in part.batches:
+        read, records, bad = _read_batch(list(batch), source)
+        rows_in += read
+        bad_rows.append(writer.add(records, bad))
+    writer.close()
+    return rows_in, pl.concat(bad_rows)
+
+
+def finish(out_dir: Path) -> pl.DataFrame:
+    """Drop the records whose id came earlier in their source from the parts in `out_dir`
+    (read in file order); their `duplicate_source_id` events. An input without a single file
+    still leaves one (empty) part, so every later stage finds a file to read."""
+    writer = _PartWriter(out_dir, "part-00000")
+    if not any(out_dir.glob("part-*.parquet")):
+        writer.close()
+    repeats, events = _repeated_ids(writer.scan())
+    writer.remove(repeats)
+    return events
+
+
 def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> StageResult:
     """Read all sources into `out_dir` as Parquet parts; return a scan of them.
 
     Files are read and mapped in batches of about BATCH_BYTES on a few threads (polars and
     most of the reading release the GIL); results are written in file order, so the
-    output does not depend on the thread count.
+    output does not depend on the thread count. The curate flow runs the same parts as
+    tasks on its runner instead (flows/curate.py).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    writer = _PartWriter(out_dir)
+    declared = {source.name: source for source in sources}
+    parts = plan_parts(sources, BATCH_BYTES)
+    per_source = {source.name: {"records_in": 0} for source in sources}
     bad_rows: list[pl.DataFrame] = []
-    per_source: dict[str, dict[str, int]] = {}
-    files = {source.name: source_files(source) for source in sources}
     with (
-        progress("ingest", sum(len(found) for found in files.values())) as advance,
+        progress("ingest", len(parts)) as advance,
         ThreadPoolExecutor(max_workers=INGEST_THREADS) as pool,
     ):
-        for source in sources:
-            per_source[source.name] = {"records_in": 0}
-            batches = _batches(files[source.name])
-            results = _in_order(
-                pool, lambda batch, source=source: _read_batch(batch, source), batches
-            )
-            for batch, (rows_in, records, bad) in zip(batches, results, strict=True):
-                per_source[source.name]["records_in"] += rows_in
-                bad_rows.append(writer.add(records, bad))
-                advance(len(batch))
-    writer.close()
-    repeats, repeat_events = _repeated_ids(writer.scan())
-    writer.remove(repeats)
-    events = pl.concat([*bad_rows, repeat_events])
+        read = _in_order(pool, lambda part: read_part(part, declared[part.source], out_dir), parts)
+        for part, (rows_in, bad) in zip(parts, read, strict=True):
+            per_source[part.source]["records_in"] += rows_in
+            bad_rows.append(bad)
+            advance(1)
+    events = pl.concat([*bad_rows, finish(out_dir)])
+    return StageResult(
+        frame=pl.scan_parquet(out_dir / "part-*.parquet"),
+        events=events,
+        stats=ingest_stats(per_source, events),
+    )
+
+
+def ingest_stats(per_source: dict[str, dict[str, int]], events: pl.DataFrame) -> dict:
+    """records_in and bad_rows, in all and per source, from the rows read and the events."""
     for source_name, dropped in events.group_by("source").len().iter_rows():
         per_source[source_name]["bad_rows"] = dropped
     records_in = sum(counts["records_in"] for counts in per_source.values())
-    stats = {"records_in": records_in, "bad_rows": events.height, "sources": per_source}
-    return StageResult(frame=writer.scan(), events=events, stats=stats)
+    return {"records_in": records_in, "bad_rows": events.height, "sources": per_source}
 
 
 def _in_order(pool: ThreadPoolExecutor, work, items: list) -> Iterator:
@@ -231,10 +289,12 @@ def _repeated_ids(records: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 class _PartWriter:
-    """Buffers records and writes Parquet parts of about PART_ROWS rows."""
+    """Buffers records and writes Parquet parts of about PART_ROWS rows, named
+    `<prefix>-NNNNN.parquet`."""
 
-    def __init__(self, out_dir: Path):
-        self.out_dir, self.buffer, self.rows, self.parts = out_dir, [], 0, 0
+    def __init__(self, out_dir: Path, prefix: str):
+        self.out_dir, self.prefix = out_dir, prefix
+        self.buffer, self.rows, self.parts = [], 0, 0
 
     def add(self, records: pl.DataFrame, bad_events: pl.DataFrame) -> pl.DataFrame:
         """Buffer good records; hand the bad rows' events back to the caller."""
@@ -249,7 +309,7 @@ class _PartWriter:
         if not self.buffer:
             return
         pl.concat(self.buffer).write_parquet(
-            self.out_dir / f"part-{self.parts:05d}.parquet", **INTERMEDIATE_PARQUET
+            self.out_dir / f"{self.prefix}-{self.parts:05d}.parquet", **INTERMEDIATE_PARQUET
         )
         self.buffer, self.rows, self.parts = [], 0, self.parts + 1
 
@@ -266,8 +326,7 @@ class _PartWriter:
                 kept.write_parquet(part, **INTERMEDIATE_PARQUET)
 
     def close(self) -> None:
-        """Write what is buffered; an input without a single good record still leaves one
-        (empty) part, so every later stage finds a file to read."""
+        """Write what is buffered; a writer that wrote nothing leaves one empty part."""
         if self.parts == 0 and not self.buffer:
             self.buffer.append(pl.DataFrame(schema=RECORD_SCHEMA))
         self.flush()
