@@ -71,20 +71,22 @@ def test_a_zero_share_drops_every_synthetic_record_of_that_split(tmp_path, sms_s
     assert result.frame.collect()["record_id"].to_list() == ["real-0"]
 
 
+HELD_OUT_ROWS = [
+    {"record_id": "real-test", "split": "test", "group": "sender-1"},
+    {"record_id": "real-val", "split": "validation", "cluster_id": "c-1"},
+    # alone in validation: moves to train
+    {"record_id": "syn-alone", "split": "validation", "synthetic": True},
+    # shares a group with a real test record: moving it would put the group in two splits
+    {"record_id": "syn-grouped", "split": "test", "group": "sender-1", "synthetic": True},
+    # shares a cluster with a real validation record, and a group with syn-linked
+    {"record_id": "syn-clustered", "split": "validation", "cluster_id": "c-1",
+     "group": "g-2", "synthetic": True},
+    {"record_id": "syn-linked", "split": "validation", "group": "g-2", "synthetic": True},
+]  # fmt: skip
+
+
 def test_synthetic_records_leave_validation_and_test_unless_that_would_leak(tmp_path, sms_spam):
-    rows = [
-        {"record_id": "real-train", "split": "train"},
-        {"record_id": "real-test", "split": "test", "group": "sender-1"},
-        {"record_id": "real-val", "split": "validation", "cluster_id": "c-1"},
-        # alone in validation: moves to train
-        {"record_id": "syn-alone", "split": "validation", "synthetic": True},
-        # shares a group with a real test record: moving it would put the group in two splits
-        {"record_id": "syn-grouped", "split": "test", "group": "sender-1", "synthetic": True},
-        # shares a cluster with a real validation record, and a group with syn-linked
-        {"record_id": "syn-clustered", "split": "validation", "cluster_id": "c-1",
-         "group": "g-2", "synthetic": True},
-        {"record_id": "syn-linked", "split": "validation", "group": "g-2", "synthetic": True},
-    ]  # fmt: skip
+    rows = [{"record_id": "real-train", "split": "train"}, *HELD_OUT_ROWS]
     result = synthetic(records(sms_spam, rows), SyntheticPolicy(), run_context(tmp_path))
 
     out = result.frame.collect()
@@ -131,13 +133,7 @@ def test_cut_in_parts_it_moves_blocks_and_caps_as_one_call_does(tmp_path, sms_sp
     rows = [
         *({"record_id": f"real-{i:02d}", "split": "train"} for i in range(40)),
         *({"record_id": f"syn-{i:02d}", "split": "train", "synthetic": True} for i in range(30)),
-        {"record_id": "real-test", "split": "test", "group": "sender-1"},
-        {"record_id": "real-val", "split": "validation", "cluster_id": "c-1"},
-        {"record_id": "syn-alone", "split": "validation", "synthetic": True},
-        {"record_id": "syn-grouped", "split": "test", "group": "sender-1", "synthetic": True},
-        {"record_id": "syn-clustered", "split": "validation", "cluster_id": "c-1",
-         "group": "g-2", "synthetic": True},
-        {"record_id": "syn-linked", "split": "validation", "group": "g-2", "synthetic": True},
+        *HELD_OUT_ROWS,
         {"record_id": "syn-locked", "split": "test", "group": "g-3", "synthetic": True},
         {"record_id": "syn-beside-locked", "split": "test", "group": "g-3", "synthetic": True},
     ]  # fmt: skip
