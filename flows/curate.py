@@ -265,7 +265,7 @@ def read_task(plan: RunPlan, name: str, part: IngestPart) -> dict[str, Any]:
 def finish_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
     """Drop repeated ids from every part read (ids only, in one task); their events go to
     the ledger after every part's."""
-    started = _task_start()
+    started = _task_start(global_step=True)
     events = finish(Path(folder))
     ledger.write_part(events, plan.ledger_dir, f"{STAGES[name].ledger_part}-repeats")
     return _task_facts(started)
@@ -293,7 +293,7 @@ def stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
 def whole_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
     """A stage that reads every record at once, on the runner; writes its records, events
     and review items; a retry rewrites them."""
-    started = _task_start()
+    started = _task_start(global_step=True)
     stage = STAGES[name]
     frame = pl.scan_parquet(Path(input_dir) / "*.parquet")
     result = stage(frame, plan.config, plan.context())
@@ -320,7 +320,7 @@ def _check_output(plan: RunPlan, stage: Stage) -> None:
 
 @task(**TASK_OPTIONS)
 def check_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
-    started = _task_start()
+    started = _task_start(global_step=True)
     output = pl.scan_parquet(Path(folder) / "*.parquet")
     check_disjoint(output, leakage_columns(plan.config.split))
     return _task_facts(started)
@@ -377,17 +377,21 @@ def _part(plan: RunPlan, input_dir: str, offset: int) -> pl.LazyFrame:
     )
 
 
-def _task_start() -> float:
+def _task_start(global_step: bool = False) -> float:
     """On a Dask worker (one task at a time: one thread each), the task's peak RSS window
-    starts here; the workers of a run's cluster serve every step. On the local runner the
-    tasks share the run's process, whose steps keep their own windows."""
+    starts here, after the memory earlier tasks freed went back to the system; the workers
+    of a run's cluster serve every step. On the local runner the tasks share the run's
+    process, whose steps keep their own windows: a global step, which runs alone after its
+    parts, hands back what they freed."""
     dask = sys.modules.get("distributed")  # imported in every worker; never import it here
     try:
-        if dask is not None and dask.get_worker():
-            release_free_memory()  # what earlier tasks freed is not this task's
-            reset_peak_rss()
+        on_worker = dask is not None and bool(dask.get_worker())
     except ValueError:  # not a worker's thread
-        pass
+        on_worker = False
+    if on_worker or global_step:
+        release_free_memory()
+    if on_worker:
+        reset_peak_rss()
     return time.perf_counter()
 
 
@@ -451,7 +455,7 @@ def sample_task(plan: RunPlan, name: str, input_dir: str, part: int, offset: int
 def fit_task(plan: RunPlan, name: str, input_dir: str, samples: list[str]) -> dict[str, Any]:
     """Fit a by-key stage's model of the whole dataset from every part's sample, once, and
     write it where every keys task reads it; a retry rewrites it."""
-    started = _task_start()
+    started = _task_start(global_step=True)
     stage = STAGES[name]
     fitted = stage.load().fit(
         pl.scan_parquet(samples),
@@ -583,7 +587,7 @@ def build_task(plan: RunPlan, name: str, input_dir: str, folder: str) -> dict[st
     """Build an indexed stage's index from its whole input into `folder`, once, on the
     runner (a Dask worker on a cluster: the run's process holds none of it); a retry
     rebuilds it."""
-    started = _task_start()
+    started = _task_start(global_step=True)
     stage = STAGES[name]
     index = Path(folder)
     shutil.rmtree(index, ignore_errors=True)
@@ -600,7 +604,7 @@ def decide_task(
     """Make a by-key stage's decisions from what its last step `found`, on the runner (a Dask
     worker on a cluster: the run's process holds no key of the whole dataset), and write them
     and their review items under the run folder; a retry rewrites them."""
-    started = _task_start()
+    started = _task_start(global_step=True)
     stage = STAGES[name]
     decided = stage.load().decide(
         pl.scan_parquet(found),

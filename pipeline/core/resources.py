@@ -22,12 +22,10 @@ def peak_rss_mb() -> float:
 
 
 def release_free_memory() -> None:
-    """Collect garbage and hand the C heap's free pages back to the system (glibc), so that
+    """Hand the C heap's free pages back to the system (glibc: under a millisecond), so that
     a long-lived worker's resident memory is what it holds, not what earlier tasks freed."""
     import ctypes
-    import gc
 
-    gc.collect()
     with contextlib.suppress(OSError, AttributeError):  # not glibc
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
