@@ -33,7 +33,7 @@ KEYED = (
 )  # fmt: skip
 # the keyed stages: their apply steps; contamination: its parts, checked against one index
 PER_PART = ("govern", "quality", *KEYED, "contamination")
-PART_ROWS = 160  # about 800 records: five parts, each step's tasks on both workers
+PART_ROWS = 280  # about 800 records: three parts, each step's tasks on both workers
 
 
 def with_runner(config: Path, runner: dict, workdir: str) -> Path:
