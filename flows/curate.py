@@ -271,44 +271,6 @@ def finish_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
     return _task_facts(started)
 
 
-@task(**TASK_OPTIONS)
-def stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
-    """Run one records stage of the registry on the previous stage's output, as one task on
-    the runner (a Dask worker on a cluster: not in the run's process), then queue its review
-    items and check its post-conditions."""
-    (ran,) = _map_step(plan, name, "whole", {"input_dir": [input_dir]}, {})
-    stats = dict(ran["stats"])
-    if ran["review_items"]:
-        stats["queued_new"] = _enqueue_for_review(plan, pl.read_parquet(ran["review_items"]))
-    get_run_logger().info("%s: %s", name, json.dumps(stats))
-    _check_output(plan, STAGES[name])
-    return {
-        "path": str(plan.stage_dir(name)),
-        "stats": stats,
-        "parts": {"whole_seconds": ran["seconds"], "whole_peak_rss_mb": ran["peak_rss_mb"]},
-    }
-
-
-@task(**TASK_OPTIONS)
-def whole_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]:
-    """A stage that reads every record at once, on the runner; writes its records, events
-    and review items; a retry rewrites them."""
-    started = _task_start(global_step=True)
-    stage = STAGES[name]
-    frame = pl.scan_parquet(Path(input_dir) / "*.parquet")
-    result = stage(frame, plan.config, plan.context())
-    out = plan.stage_dir(name)
-    out.mkdir(parents=True, exist_ok=True)
-    result.frame.sink_parquet(out / "part-00000.parquet", **INTERMEDIATE_PARQUET)
-    ledger.write_part(result.events, plan.ledger_dir, stage.ledger_part)
-    review = None
-    if result.review_items is not None and result.review_items.height:
-        review = plan.stage_dir(f"{name}-review") / "whole.parquet"
-        review.parent.mkdir(parents=True, exist_ok=True)
-        result.review_items.write_parquet(review)
-    return {"stats": result.stats, "review_items": review and str(review), **_task_facts(started)}
-
-
 def _check_output(plan: RunPlan, stage: Stage) -> None:
     """A stage's post-conditions on its output: with no_leakage, no group, cluster or text
     may span two splits (split, and augment after variants joined their origins' split), or
@@ -632,7 +594,6 @@ STEP_TASKS = {
     "check": check_task,
     "read": read_task,
     "finish": finish_task,
-    "whole": whole_task,
     "sample": sample_task,
     "fit": fit_task,
     "build": build_task,
@@ -838,7 +799,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
 
 
-STAGE_TASKS = {"per_part": parts_stage_task, "by_key": keyed_stage_task, "whole": stage_task}
+STAGE_TASKS = {"per_part": parts_stage_task, "by_key": keyed_stage_task}
 
 
 def _staging_dir(plan: RunPlan) -> Path:

@@ -250,7 +250,7 @@ def _copy_data_docs(run_dir: Path, folder: Path) -> Path | None:
 # the peak of each kind of task a step maps (flows/curate.py)
 TASK_PEAKS = tuple(
     f"{task}_peak_rss_mb"
-    for task in ("part", "keys", "reduce", "exchange", "decide", "build", "fit", "finish", "whole")
+    for task in ("part", "keys", "reduce", "exchange", "decide", "build", "fit", "finish")
 )
 
 

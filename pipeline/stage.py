@@ -91,8 +91,8 @@ class Stage:
     # per_part: records are decided one by one (an Indexed stage: against an index built once),
     # so parts run as separate tasks (on threads or a Dask cluster) and give the answer of one
     # call on every record; by_key: its function is a ByKey, run as tasks per part and per key
-    # partition; whole: the stage reads every record at once.
-    runs: Literal["per_part", "by_key", "whole"] = "whole"
+    # partition (the source and the sink have runners of their own in the flow)
+    runs: Literal["per_part", "by_key"] = "per_part"
     # per_part: "module:attribute" combining the parts' stats (default: an Indexed stage's
     # merge, else add_counts)
     merge: str | None = None
