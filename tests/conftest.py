@@ -169,10 +169,16 @@ def demo_run(tmp_path_factory, prefect_server) -> DemoRun:
 @pytest.fixture(scope="session")
 def prefect_server():
     """One temporary Prefect server for every flow test of the session."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    # its log handlers are bound to the session's stderr already (pytest_sessionstart)
-    with prefect_test_harness(server_startup_timeout=120):
+    # its log handlers are bound to the session's stderr already (pytest_sessionstart).
+    # No flow run heartbeats: they only let a server's automations notice a crashed run (none
+    # here), and each flow run's end waited up to a second for the heartbeat thread's sleep.
+    with (
+        prefect_test_harness(server_startup_timeout=120),
+        temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    ):
         yield
 
 

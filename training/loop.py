@@ -148,8 +148,14 @@ class Trainer:
             if world.size > 1
             else self.model
         )
+        # fused: the update of every parameter in one kernel; on a CPU the per-tensor loop took
+        # a fifth of a MiniLM step
         self.optimizer = AdamW(
-            parameter_groups(self.model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
+            parameter_groups(self.model, cfg.weight_decay),
+            lr=cfg.lr,
+            betas=cfg.betas,
+            eps=cfg.eps,
+            fused=True,
         )
         share = len(rank_share(np.arange(len(data.train)), world.rank, world.size))
         self.micro_batches_per_epoch = math.ceil(share / cfg.batch_size)
