@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
+import polars_hash  # noqa: F401  (registers the .nchash namespace)
 
 from pipeline.core import ledger, reasons
 from pipeline.core.clusters import components, with_cluster_ids
@@ -79,57 +80,57 @@ def members_frame(
 ) -> pl.DataFrame:
     """The columns the keep rule, the cluster ids and label conflicts need (and `extra`), one
     row per record, numbered (see `numbered`)."""
-    return numbered(member_columns(frame, extra).collect(), rules, ctx)
+    return numbered(member_columns(frame, ctx, extra).collect(), rules, ctx)
 
 
-def member_columns(frame: pl.LazyFrame, extra: tuple[str | pl.Expr, ...] = ()) -> pl.LazyFrame:
+def member_columns(
+    frame: pl.LazyFrame, ctx: RunContext, extra: tuple[str | pl.Expr, ...] = ()
+) -> pl.LazyFrame:
     """What `numbered` needs of each record of `frame` (and `extra`): a part's share of it
-    can be gathered on its own. A record that is its own cluster has a null `cluster_id`
-    (most are: a copy of every record id would double what a decision holds)."""
+    can be gathered on its own. Numbers where a string is only compared or ranked (a decision
+    holds millions of members): the group's hash, the license's rank under its source's
+    policy. A record that is its own cluster has a null `cluster_id` (most are: a copy of
+    every record id would double what a decision holds)."""
     return with_cluster_ids(frame).select(
         *extra,
         "record_id",
         "source",
-        "group",
+        pl.col("group").nchash.xxh3_64().alias("_group"),
         "timestamp",
-        "license",
+        pl.struct("source", "license")
+        .map_batches(lambda pairs: _license_ranks(pairs, ctx), return_dtype=pl.UInt8)
+        .alias("_license_rank"),
         "label",
         pl.when(pl.col("cluster_id") != pl.col("record_id")).then("cluster_id").alias("cluster_id"),
         pl.col("text").str.len_chars().alias("_text_length"),
     )
 
 
+def _license_ranks(pairs: pl.Series, ctx: RunContext) -> pl.Series:
+    """The rank of each (source, license)'s license class (0 = permissive), with the license
+    table of that source's policy."""
+    rows = pairs.struct.unnest()
+    distinct = rows.unique()
+    ranks = [
+        RANK[license_class(license, ctx.config.policy.for_source(source).licenses.classes)]
+        for source, license in distinct.iter_rows()
+    ]
+    table = distinct.with_columns(pl.Series("_rank", ranks, dtype=pl.UInt8))
+    on = ["source", "license"]
+    return rows.join(table, on=on, how="left", nulls_equal=True, maintain_order="left")["_rank"]
+
+
 def numbered(members: pl.DataFrame, rules: list[str], ctx: RunContext) -> pl.DataFrame:
     """`members` (member_columns) with `_i` and `_published` (whether the parent version holds
-    it), and the license rank when the keep rule needs it. Rows are sorted by record_id and
-    `_i` numbers them in that order, so that every decision a method makes from `_i` is the
-    same whatever order the records arrive in."""
+    it). Rows are sorted by record_id and `_i` numbers them in that order, so that every
+    decision a method makes from `_i` is the same whatever order the records arrive in."""
     if ctx.parent_splits is not None:
         published = ctx.parent_splits.select("record_id", pl.lit(True).alias("_published"))
         members = members.lazy().join(published, on="record_id", how="left", maintain_order="left")
         members = members.with_columns(pl.col("_published").fill_null(False)).collect()
     else:
         members = members.with_columns(pl.lit(False).alias("_published"))
-    if "most_permissive_license" in rules:
-        members = members.join(
-            _license_ranks(members, ctx),
-            on=["source", "license"],
-            how="left",
-            nulls_equal=True,
-            maintain_order="left",
-        )
     return members.sort("record_id").with_row_index("_i")
-
-
-def _license_ranks(members: pl.DataFrame, ctx: RunContext) -> pl.DataFrame:
-    """Rank of the license class (0 = permissive) of each distinct (source, license), with
-    the license table of that source's policy."""
-    pairs = members.select("source", "license").unique()
-    ranks = [
-        RANK[license_class(license, ctx.config.policy.for_source(source).licenses.classes)]
-        for source, license in pairs.iter_rows()
-    ]
-    return pairs.with_columns(pl.Series("_license_rank", ranks, dtype=pl.Int64))
 
 
 def pairs_frame(left, right, similarity) -> pl.DataFrame:
@@ -172,7 +173,7 @@ def resolve(
     )
     gone = dropped["_i"].implode()
     if related.height:  # kept records of different groups that are related: linked too
-        group_of = members.select("_i", "group")
+        group_of = members.select("_i", "_group")
         linking = related.join(group_of, left_on="left", right_on="_i").join(
             group_of, left_on="right", right_on="_i", suffix="_right"
         )
@@ -180,8 +181,8 @@ def resolve(
             ~pl.col("left").is_in(gone)
             & ~pl.col("right").is_in(gone)
             & (
-                pl.col("group").is_null()
-                | (pl.col("group") != pl.col("group_right")).fill_null(True)
+                pl.col("_group").is_null()
+                | (pl.col("_group") != pl.col("_group_right")).fill_null(True)
             )
         )
         edges = pl.concat([duplicates.select("left", "right"), linking.select("left", "right")])

@@ -27,7 +27,7 @@ DROPS = duplicates.Drops(STAGE, reasons.EXACT_DUPLICATE, "exact")
 
 def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
     """What the keep rule needs of each record of a part, keyed by its content hash."""
-    keys = duplicates.member_columns(frame, extra=(pl.col("content_hash").alias("_key"),))
+    keys = duplicates.member_columns(frame, ctx, extra=(pl.col("content_hash").alias("_key"),))
     return (keys if cfg.exact else keys.limit(0)).collect()
 
 

@@ -225,11 +225,13 @@ def _decide(
     bands, rows = _bands(settings)
     lowest = settings.related_threshold or settings.threshold
     members, pairs = _members_and_pairs(measured, records, lowest, cfg, ctx)
+    ends = ["left", "right"]  # resolving reads no similarity: each pair held as 8 bytes
     if settings.verify and settings.related_threshold is not None:
-        dups = pairs.filter(pl.col("similarity") >= settings.threshold)
-        related = pairs.filter(pl.col("similarity") < settings.threshold)
+        duplicate = pl.col("similarity") >= settings.threshold
+        dups, related = pairs.filter(duplicate).select(ends), pairs.filter(~duplicate).select(ends)
     else:  # every pair is at or above the threshold, or (estimates) taken as a duplicate
-        dups, related = pairs, pairs.clear()
+        dups, related = pairs.select(ends), pairs.clear().select(ends)
+    del pairs
     resolution = duplicates.resolve(members, dups, related, cfg.keep)
     stats = {
         "records": records.select(pl.len()).collect().item(),
@@ -239,7 +241,7 @@ def _decide(
         "duplicate_pairs": dups.height,
         "related_pairs": related.height,
     }
-    del pairs, dups, related  # the evidence reads the few pairs it names from `measured`
+    del dups, related  # the evidence reads the few pairs it names from `measured`
     return duplicates.decide(
         members.drop("doc"),
         resolution,
@@ -266,7 +268,7 @@ def _members_and_pairs(
         records,
         ctx.config.runner.part_rows,
         lambda part: duplicates.member_columns(
-            part.with_columns(_doc_of_record()).filter(paired), extra=("doc",)
+            part.with_columns(_doc_of_record()).filter(paired), ctx, extra=("doc",)
         ),
     )
     if members["doc"].n_unique() < members.height:

@@ -118,7 +118,7 @@ def _keys(
     """What the keep rule needs of each record of a part, its text's vector and its nearest
     centroid, whose key partition searches it: the part's texts are embedded here (or read
     from the cache), so parts embed in parallel."""
-    keys = duplicates.member_columns(frame, extra=("content_hash", "text"))
+    keys = duplicates.member_columns(frame, ctx, extra=("content_hash", "text"))
     if cfg.semantic is None:
         return keys.drop("text").limit(0).with_columns(pl.lit(0, pl.UInt64).alias("_key")).collect()
     keys = keys.collect()
