@@ -172,14 +172,23 @@ def prefect_server():
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    # its log handlers are bound to the session's stderr already (pytest_sessionstart).
-    # No flow run heartbeats: they only let a server's automations notice a crashed run (none
-    # here), and each flow run's end waited up to a second for the heartbeat thread's sleep.
+    # Its log handlers are bound to the session's stderr already (pytest_sessionstart). What
+    # no flow test reads is left out: the server's task run records and stored events (each
+    # task cost the server ~25 ms of CPU, most of the suite's server time; the deployment
+    # tests run servers of their own, with every service), and flow run heartbeats (each
+    # flow run's end waited up to a second for the heartbeat thread's sleep).
+    services_off = {
+        "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false",
+        "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED": "false",
+    }
     with (
-        prefect_test_harness(server_startup_timeout=120),
+        pytest.MonkeyPatch.context() as server_env,
         temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
     ):
-        yield
+        for name, value in services_off.items():
+            server_env.setenv(name, value)  # the environment of the server the harness starts
+        with prefect_test_harness(server_startup_timeout=120):
+            yield
 
 
 @pytest.fixture(scope="session")
