@@ -747,9 +747,12 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     """Run a by-key stage: its keys part by part, sent to P key partitions (P = the number of
     parts); each partition reduced; its exchanges part by part; the decisions made by one task
     from what the last step found (ids and hashes, never records); then each part edited by
-    them."""
+    them. A stage its config turns off runs no task: its input goes on as its output."""
     stage = STAGES[name]
     by_key, slim = stage.load(), _slim(plan)
+    if (stats := by_key.off(stage.settings(plan.config))) is not None:
+        get_run_logger().info("%s: off", name)
+        return {"path": input_dir, "stats": stats, "parts": {"parts": 0}}
     records = _rows(input_dir)
     offsets = _offsets(plan, records)
     partitions = len(offsets)  # each about one part's keys

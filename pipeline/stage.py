@@ -42,6 +42,7 @@ from typing import Any, Literal
 import polars as pl
 
 from pipeline.config import RunConfig
+from pipeline.core import ledger
 from pipeline.core.schema import EvalSet
 
 
@@ -160,7 +161,9 @@ class ByKey:
     decide(found, records, cfg, ctx) -> Decided (`records`, the stage's whole input as a lazy
     scan, is for the few records a decision must show in full, such as a review item's).
     apply(part, decisions, cfg, ctx) -> the part's StageResult, whose stats add up over the
-    parts (`decisions` is a LazyFrame: a part reads only what concerns it)."""
+    parts (`decisions` is a LazyFrame: a part reads only what concerns it).
+    off(cfg) -> the stats of a stage its config turns off (semantic dedup, augmentation), or
+    None: an off stage runs none of its steps and its records go on as they came."""
 
     keys: Callable[..., pl.DataFrame]
     reduce: Callable[..., pl.DataFrame]
@@ -169,9 +172,12 @@ class ByKey:
     exchanges: tuple[Callable[..., pl.DataFrame], ...] = ()
     sample: Callable[..., pl.DataFrame] | None = None
     fit: Callable[..., pl.DataFrame] | None = None
+    off: Callable[[Any], dict[str, Any] | None] = lambda cfg: None
 
     def __call__(self, frame: pl.LazyFrame, cfg: Any, ctx: RunContext) -> StageResult:
         """The stage on every record at once: one part, one key partition."""
+        if (stats := self.off(cfg)) is not None:
+            return StageResult(frame=frame, events=ledger.empty(), stats=stats)
         model = ()
         if self.fit is not None:
             model = (self.fit(self.sample(frame, cfg, ctx).lazy(), frame, cfg),)

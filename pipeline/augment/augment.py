@@ -41,7 +41,7 @@ from pipeline.augment.transforms import TRANSFORMS, VOCABULARY_WORD
 from pipeline.config import AugmentConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import KEY_SEPARATOR, record_key, xxh3_128_hex
-from pipeline.core.schema import REVIEW_ITEM_SCHEMA, review_decisions
+from pipeline.core.schema import review_decisions
 from pipeline.review import review_items_of, with_review_hash
 from pipeline.stage import ByKey, Decided, RunContext, StageResult
 from pipeline.text.embeddings import DIMENSIONS, embed
@@ -79,11 +79,9 @@ def _origins(frame: pl.LazyFrame, cfg: AugmentConfig) -> pl.DataFrame:
     return chosen.collect().sort("record_id")
 
 
-def _sample(frame: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext) -> pl.DataFrame:
+def _sample(frame: pl.LazyFrame, cfg: AugmentConfig, ctx: RunContext) -> pl.DataFrame:
     """A part's share of what every variant is made and judged by: the word counts per label
     of its candidates (the vocabularies) and its origins' vectors (the label centroids)."""
-    if cfg is None:
-        return pl.DataFrame(schema=SAMPLE_SCHEMA)
     candidates = _candidates(frame).select("label", "text").collect()
     origins = _origins(frame, cfg)
     vectors = embed(origins["text"], origins["content_hash"], _cache(ctx), cfg.batch_size).vectors
@@ -96,7 +94,7 @@ def _sample(frame: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext) -> 
     ).cast(SAMPLE_SCHEMA)
 
 
-def _fit(samples: pl.LazyFrame, records: pl.LazyFrame, cfg: AugmentConfig | None) -> pl.DataFrame:
+def _fit(samples: pl.LazyFrame, records: pl.LazyFrame, cfg: AugmentConfig) -> pl.DataFrame:
     """The vocabularies (label, word) and the label centroids (label, _centroid) of the whole
     train split, from every part's sample."""
     rows = samples.collect()
@@ -118,13 +116,11 @@ def _fit(samples: pl.LazyFrame, records: pl.LazyFrame, cfg: AugmentConfig | None
 
 
 def _keys(
-    frame: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext, fitted: pl.DataFrame
+    frame: pl.LazyFrame, cfg: AugmentConfig, ctx: RunContext, fitted: pl.DataFrame
 ) -> pl.DataFrame:
     """Every record's content hash and the part's variants', keyed by the hash: a variant is
     a duplicate when a record or an earlier variant anywhere has its text."""
     known = frame.select("content_hash", "record_id").drop_nulls("content_hash").collect()
-    if cfg is None:
-        return known.clear().with_columns(pl.col("content_hash").alias("_key"))
     variants = _variants(_origins(frame, cfg), cfg, _vocabularies(fitted))
     return pl.concat(
         [known, variants.select("content_hash", "record_id", "augmented_from", "index")],
@@ -132,11 +128,9 @@ def _keys(
     ).with_columns(pl.col("content_hash").alias("_key"))
 
 
-def _owners(keys: pl.LazyFrame, cfg: AugmentConfig | None) -> pl.DataFrame:
+def _owners(keys: pl.LazyFrame, cfg: AugmentConfig) -> pl.DataFrame:
     """The variants of this key partition's texts that repeat a record (the smallest id
     holding it) or an earlier variant (in origin, index order): (record_id, duplicate_of)."""
-    if cfg is None:
-        return pl.DataFrame(schema={"record_id": pl.String, "duplicate_of": pl.String})
     rows = keys.collect()
     variants = rows.filter(pl.col("augmented_from").is_not_null())
     known = rows.filter(pl.col("augmented_from").is_null())
@@ -150,7 +144,7 @@ def _owners(keys: pl.LazyFrame, cfg: AugmentConfig | None) -> pl.DataFrame:
 def _decide(
     found: pl.LazyFrame,
     records: pl.LazyFrame,
-    cfg: AugmentConfig | None,
+    cfg: AugmentConfig,
     ctx: RunContext,
     fitted: pl.DataFrame,
 ) -> Decided:
@@ -159,13 +153,10 @@ def _decide(
 
 
 def _apply(
-    frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: AugmentConfig | None, ctx: RunContext
+    frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: AugmentConfig, ctx: RunContext
 ) -> StageResult:
     """Make this part's variants, drop the duplicates, judge the rest by their embeddings
     against the label centroids, and append the kept ones in train."""
-    empty_items = pl.DataFrame(schema=REVIEW_ITEM_SCHEMA)
-    if cfg is None:
-        return StageResult(frame, ledger.empty(), {"generated": 0}, empty_items)
     table = decisions.collect()
     origins = _origins(frame, cfg)
     variants = _variants(origins, cfg, _vocabularies(table))
@@ -214,7 +205,15 @@ def _apply(
 # a sample of each part (word counts, origin vectors) gives the vocabularies and label
 # centroids once; the variants' texts meet every record's by content hash; each part makes,
 # checks and appends its own variants
-augment = ByKey(keys=_keys, reduce=_owners, decide=_decide, apply=_apply, sample=_sample, fit=_fit)
+augment = ByKey(
+    keys=_keys,
+    reduce=_owners,
+    decide=_decide,
+    apply=_apply,
+    sample=_sample,
+    fit=_fit,
+    off=lambda cfg: {"generated": 0} if cfg is None else None,
+)
 
 
 def _cache(ctx: RunContext) -> Path:

@@ -73,8 +73,6 @@ def _cache_dir(ctx: RunContext) -> Path:
 def _sample(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
     """The vectors that train the k-means centroids: one record in SAMPLE_EVERY, chosen by
     its id's hash (the same whichever part holds it), embedded here (and cached)."""
-    if cfg.semantic is None:
-        return pl.DataFrame(schema=SAMPLE_SCHEMA)
     rows = (
         frame.filter(pl.col("record_id").nchash.xxh3_64() % SAMPLE_EVERY == 0)
         .select("record_id", "content_hash", "text")
@@ -97,7 +95,7 @@ def _fit(samples: pl.LazyFrame, records: pl.LazyFrame, cfg: DedupConfig) -> pl.D
     embedded = sample.filter("_fresh")["content_hash"].n_unique()
     counted = pl.DataFrame([{"_embedded_by_sample": embedded}], schema=FITTED_SCHEMA)
     n = records.select(pl.len()).collect().item()
-    if semantic is None or n <= semantic.exact_search_max or sample.height < 2:
+    if n <= semantic.exact_search_max or sample.height < 2:
         return counted
     wanted = min(n, semantic.partitions or round(math.sqrt(n)), sample.height)
     centroids = train_centroids(_matrix(sample), wanted)
@@ -119,8 +117,6 @@ def _keys(
     centroid, whose key partition searches it: the part's texts are embedded here (or read
     from the cache), so parts embed in parallel."""
     keys = duplicates.member_columns(frame, ctx, extra=("content_hash", "text"))
-    if cfg.semantic is None:
-        return keys.drop("text").limit(0).with_columns(pl.lit(0, pl.UInt64).alias("_key")).collect()
     keys = keys.collect()
     embedded = embed(keys["text"], keys["content_hash"], _cache_dir(ctx), cfg.semantic.batch_size)
     nearest = pl.Series("_centroid", nearest_centroid(embedded.vectors, _centroids(fitted)))
@@ -139,8 +135,6 @@ def _search(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
     partition) and those embedded by this run."""
     rows = keys.collect()
     semantic = cfg.semantic
-    if semantic is None:
-        return rows
     rows = rows.sort("_centroid", "record_id")
     counts = pl.DataFrame(
         {
@@ -182,8 +176,6 @@ def _decide(
 ) -> Decided:
     """Cluster the duplicates the partitions found and keep one of each."""
     semantic = cfg.semantic
-    if semantic is None:
-        return Decided(pl.DataFrame(schema=duplicates.DECISION_SCHEMA), {"dropped": 0})
     found = found.collect()
     counts = found.filter(pl.col("record_id").is_null())
     rows = found.filter(pl.col("record_id").is_not_null())
@@ -271,6 +263,7 @@ semantic_dedup = ByKey(
     apply=_apply,
     sample=_sample,
     fit=_fit,
+    off=lambda cfg: {"dropped": 0} if cfg.semantic is None else None,
 )
 
 

@@ -31,8 +31,10 @@ SIGNATURE = "Sent from my Thresher test phone: please do not reply to this autom
 KEYED = (
     "exact_dedup", "near_dedup", "boilerplate", "semantic_dedup", "split", "synthetic", "augment"
 )  # fmt: skip
+OFF = ("semantic_dedup", "augment")  # off in this config: they run no task at all
+ON = tuple(name for name in KEYED if name not in OFF)
 # the keyed stages: their apply steps; contamination: its parts, checked against one index
-PER_PART = ("govern", "quality", *KEYED, "contamination")
+PER_PART = ("govern", "quality", *ON, "contamination")
 PART_ROWS = 280  # about 800 records: three parts, each step's tasks on both workers
 
 
@@ -127,6 +129,9 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     assert whole["dedup"]["boilerplate"]["edited"] >= 25
     assert whole["dedup"]["boilerplate"]["top"][0]["documents"] >= 25
     assert whole["quality"]["nearest_to_bound"] and whole["quality"]["languages"]["en"] > 0
+    for name in OFF:
+        assert parts["steps"][name]["parts"] == 0
+        assert parts["steps"][name]["records_in"] == parts["steps"][name]["records_out"]
     for name in PER_PART:
         records = parts["steps"][name]["records_in"]
         assert whole["steps"][name]["parts"] == 1
@@ -183,31 +188,28 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     for method in ("exact", "minhash", "boilerplate"):
         assert on_dask["dedup"][method] == whole["dedup"][method]
     assert untimed(on_dask["contamination"]) == untimed(whole["contamination"])
-    keyed = sum(parts["steps"][name]["key_partitions"] for name in KEYED)
-    assert keyed == sum(parts["steps"][name]["parts"] for name in KEYED)
+    keyed = sum(parts["steps"][name]["key_partitions"] for name in ON)
+    assert keyed == sum(parts["steps"][name]["parts"] for name in ON)
     assert killed.exists(), "no worker was killed"
     assert ran == {
         "part_task": sum(parts["steps"][name]["parts"] for name in PER_PART),
         "keys_task": keyed,
         "reduce_task": keyed,
         # the global steps run on the workers too: the run's process holds no dataset state
-        "decide_task": len(KEYED),
+        "decide_task": len(ON),
         "build_task": 1,  # contamination's index
-        # semantic dedup's k-means centroids, augment's vocabularies and label centroids: a
-        # sample of each part, one fit
-        "sample_task": sum(parts["steps"][name]["parts"] for name in ("semantic_dedup", "augment")),
-        "fit_task": 2,
+        # (no sample or fit: only semantic dedup and augment fit a model first)
         # ingest: a task per part of the files, one that drops repeated ids
         "read_task": parts["steps"]["ingest"]["parts"],
         "finish_task": 1,
-        "check_task": 2,  # no value in two splits after split and augment
+        "check_task": 1,  # no value in two splits after split (augment, off, adds none)
         "exchange_task": 2 * parts["steps"]["near_dedup"]["parts"],  # gather, measure
         # publish: each part's records routed to their shards, each shard written
         "route_task": parts["steps"]["publish"]["parts"],
         "shard_task": parts["steps"]["publish"]["shards"],
     }
     assert parts["steps"]["publish"]["parts"] > 1
-    assert all(parts["steps"][name]["decide_peak_rss_mb"] > 0 for name in KEYED)
+    assert all(parts["steps"][name]["decide_peak_rss_mb"] > 0 for name in ON)
     assert parts["steps"]["contamination"]["build_peak_rss_mb"] > 0
 
 
