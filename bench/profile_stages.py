@@ -37,7 +37,7 @@ OUT = Path(__file__).resolve().parent / "out" / "profile"
 PHASES = {  # module: the functions and methods timed as steps
     "pipeline.dedup.near": ["_part_sketches", "_members_and_pairs", "_evidence_similarity"],
     "pipeline.dedup.duplicates": [
-        "members_frame", "numbered", "resolve", "decide", "apply_decisions", "apply",
+        "numbered", "resolve", "decide", "apply_decisions", "apply",
     ],
     "pipeline.dedup.label_conflicts": ["settle"],
     "pipeline.contamination.stage": ["_targets", "_batch_matches", "_decide", "_reviewed"],

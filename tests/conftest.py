@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,14 +182,13 @@ def prefect_server():
         "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false",
         "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED": "false",
     }
-    with (
-        pytest.MonkeyPatch.context() as server_env,
-        temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
-    ):
-        for name, value in services_off.items():
-            server_env.setenv(name, value)  # the environment of the server the harness starts
-        with prefect_test_harness(server_startup_timeout=120):
-            yield
+    with ExitStack() as running:
+        running.enter_context(temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}))
+        with pytest.MonkeyPatch.context() as server_env:  # only while the harness starts it
+            for name, value in services_off.items():
+                server_env.setenv(name, value)
+            running.enter_context(prefect_test_harness(server_startup_timeout=120))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -267,7 +267,8 @@ def run_in_parts(
     sample of each, one fit), the keys sent to as many key partitions, each exchange's rows sent part to part, one decide,
     apply per part. Its records (sorted by record_id), events (sorted) and stats."""
     if by_key.off(cfg) is not None:  # the runner runs none of its steps
-        return by_key(frame, cfg, ctx)
+        result = by_key(frame, cfg, ctx)
+        return replace(result, frame=result.frame.sort("record_id"))
     rows = frame.collect()
     size = -(-rows.height // parts) or 1
     pieces = [rows.slice(start, size).lazy() for start in range(0, max(rows.height, 1), size)]

@@ -75,14 +75,6 @@ class Drops:
     method: str
 
 
-def members_frame(
-    frame: pl.LazyFrame, rules: list[str], ctx: RunContext, extra: tuple[str, ...] = ()
-) -> pl.DataFrame:
-    """The columns the keep rule, the cluster ids and label conflicts need (and `extra`), one
-    row per record, numbered (see `numbered`)."""
-    return numbered(member_columns(frame, ctx, extra).collect(), rules, ctx)
-
-
 def member_columns(
     frame: pl.LazyFrame, ctx: RunContext, extra: tuple[str | pl.Expr, ...] = ()
 ) -> pl.LazyFrame:
@@ -120,7 +112,7 @@ def _license_ranks(pairs: pl.Series, ctx: RunContext) -> pl.Series:
     return rows.join(table, on=on, how="left", nulls_equal=True, maintain_order="left")["_rank"]
 
 
-def numbered(members: pl.DataFrame, rules: list[str], ctx: RunContext) -> pl.DataFrame:
+def numbered(members: pl.DataFrame, ctx: RunContext) -> pl.DataFrame:
     """`members` (member_columns) with `_i` and `_published` (whether the parent version holds
     it). Rows are sorted by record_id and `_i` numbers them in that order, so that every
     decision a method makes from `_i` is the same whatever order the records arrive in."""
@@ -143,7 +135,7 @@ def resolve(
     members: pl.DataFrame, duplicates: pl.DataFrame, related: pl.DataFrame, rules: list[str]
 ) -> Resolution:
     """Clusters from duplicate pairs, the record each keeps, and new cluster ids (see above).
-    `duplicates` and `related` hold pairs of `_i` (columns left, right, similarity). Only
+    `duplicates` and `related` hold pairs of `_i` (columns left and right; a similarity is not read). Only
     integer columns are sorted and joined until the few string columns the outcome names."""
     if not duplicates.height:
         clustered = pl.DataFrame(schema={"_i": pl.UInt32, "_cluster": pl.UInt32})

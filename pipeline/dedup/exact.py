@@ -27,8 +27,10 @@ DROPS = duplicates.Drops(STAGE, reasons.EXACT_DUPLICATE, "exact")
 
 def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
     """What the keep rule needs of each record of a part, keyed by its content hash."""
-    keys = duplicates.member_columns(frame, ctx, extra=(pl.col("content_hash").alias("_key"),))
-    return (keys if cfg.exact else keys.limit(0)).collect()
+    keys = duplicates.member_columns(
+        frame if cfg.exact else frame.limit(0), ctx, extra=(pl.col("content_hash").alias("_key"),)
+    )
+    return keys.collect()
 
 
 def _repeated(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
@@ -42,7 +44,7 @@ def _decide(
     """Resolve every text's copies: the one kept, the others dropped pointing at it."""
     if not cfg.exact:
         return Decided(pl.DataFrame(schema=duplicates.DECISION_SCHEMA), {"dropped": 0})
-    members = duplicates.numbered(repeated.collect(), cfg.keep, ctx)
+    members = duplicates.numbered(repeated.collect(), ctx)
     pairs = members.select(
         pl.col("_i").alias("left"),
         pl.col("_i").min().over("_key").alias("right"),

@@ -276,7 +276,7 @@ def _members_and_pairs(
         raise ValueError(
             f"record ids {shared} share their first 64 bits: near dedup cannot tell them apart"
         )
-    members = duplicates.numbered(members, cfg.keep, ctx)
+    members = duplicates.numbered(members, ctx)
     index = members.lazy().select("doc", "_i")
     pairs = (  # streamed: the pairs by doc are never held
         measured.join(index.rename({"doc": "left", "_i": "a"}), on="left")

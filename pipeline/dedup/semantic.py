@@ -57,9 +57,6 @@ NEIGHBOURS = 32  # nearest rows each row is compared with
 SAMPLE_EVERY = 8  # one record in 8 (by its id's hash) trains the k-means centroids
 CANDIDATES = 4  # nearest centroids by the matrix product, then measured row by row
 VECTOR = pl.Array(pl.Float32, DIMENSIONS)
-SAMPLE_SCHEMA = pl.Schema(
-    {"record_id": pl.String, "content_hash": pl.String, "_vector": VECTOR, "_fresh": pl.Boolean}
-)
 FITTED_SCHEMA = pl.Schema(
     {"_centroid": pl.UInt32, "_vector": VECTOR, "_embedded_by_sample": pl.UInt32}
 )
@@ -179,7 +176,7 @@ def _decide(
     found = found.collect()
     counts = found.filter(pl.col("record_id").is_null())
     rows = found.filter(pl.col("record_id").is_not_null())
-    members = duplicates.numbered(rows.drop("_partner", "_similarity", *COUNTS), cfg.keep, ctx)
+    members = duplicates.numbered(rows.drop("_partner", "_similarity", *COUNTS), ctx)
     ids = members.select("record_id", "_i")
     pairs = (
         rows.select("record_id", "_partner", "_similarity")
