@@ -271,13 +271,13 @@ def finish_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
     return _task_facts(started)
 
 
-def _check_output(plan: RunPlan, stage: Stage, folder: str) -> None:
-    """A stage's post-conditions on its output (`folder`): with no_leakage, no group, cluster
-    or text may span two splits (split, and augment after variants joined their origins' split
-    and synthetic moved records), or the run fails. Checked by one task on the runner (it
-    reads those columns of every record)."""
+def _check_output(plan: RunPlan, stage: Stage) -> None:
+    """A stage's post-conditions on its output: with no_leakage, no group, cluster or text
+    may span two splits (split; synthetic, which moves records between splits; augment after
+    variants joined their origins' split), or the run fails. Checked by one task on the
+    runner (it reads those columns of every record)."""
     if "no_leakage" in stage.checks:
-        _map_step(plan, stage.name, "check", {"folder": [folder]}, {})
+        _map_step(plan, stage.name, "check", {"folder": [str(plan.stage_dir(stage.name))]}, {})
 
 
 @task(**TASK_OPTIONS)
@@ -752,7 +752,6 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     by_key, slim = stage.load(), _slim(plan)
     if (stats := by_key.off(stage.settings(plan.config))) is not None:
         get_run_logger().info("%s: off", name)
-        _check_output(plan, stage, input_dir)  # what the stages before it changed
         return {"path": input_dir, "stats": stats, "parts": {"parts": 0}}
     records = _rows(input_dir)
     offsets = _offsets(plan, records)
@@ -789,7 +788,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     stats = by_key.merge_stats(decided["stats"], [part["stats"] for part in parts])
     review = decided["review_items"] and pl.read_parquet(decided["review_items"])
     _finish_parts(plan, name, parts, stats, review)
-    _check_output(plan, stage, str(plan.stage_dir(name)))
+    _check_output(plan, stage)
     accounting |= {
         "key_partitions": partitions,
         "keys": sum(part["keys"] for part in keyed),

@@ -295,7 +295,7 @@ CURATE_STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "synthetic", "synthetic", "pipeline.augment.synthetic:synthetic", runs="by_key",
-        adds=("split",),
+        adds=("split",), checks=("no_leakage",),
     ),
     Stage(
         "augment", "augment", "pipeline.augment.augment:augment", runs="by_key",

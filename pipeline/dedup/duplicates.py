@@ -135,8 +135,8 @@ def resolve(
     members: pl.DataFrame, duplicates: pl.DataFrame, related: pl.DataFrame, rules: list[str]
 ) -> Resolution:
     """Clusters from duplicate pairs, the record each keeps, and new cluster ids (see above).
-    `duplicates` and `related` hold pairs of `_i` (columns left and right; a similarity is not read). Only
-    integer columns are sorted and joined until the few string columns the outcome names."""
+    `duplicates` and `related` hold pairs of `_i` (columns left and right). Only integer
+    columns are sorted and joined until the few string columns the outcome names."""
     if not duplicates.height:
         clustered = pl.DataFrame(schema={"_i": pl.UInt32, "_cluster": pl.UInt32})
     else:

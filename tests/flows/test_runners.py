@@ -202,7 +202,7 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         # ingest: a task per part of the files, one that drops repeated ids
         "read_task": parts["steps"]["ingest"]["parts"],
         "finish_task": 1,
-        "check_task": 2,  # no value in two splits after split, and after synthetic moved some
+        "check_task": 2,  # no value in two splits after split, and after synthetic (augment: off)
         "exchange_task": 2 * parts["steps"]["near_dedup"]["parts"],  # gather, measure
         # publish: each part's records routed to their shards, each shard written
         "route_task": parts["steps"]["publish"]["parts"],
