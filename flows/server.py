@@ -1,0 +1,347 @@
+"""The Prefect server `thresher` runs its flows against when no PREFECT_API_URL is set.
+
+Prefect's default, a temporary server started by every process, costs each run 5–25 s of
+start-up, fails outright when a busy machine keeps it from answering in time, and outlives a
+run that is killed. Instead, one server per Prefect home (PREFECT_HOME, ~/.prefect: the same
+SQLite database the temporary servers use) is started in the background on first need, and
+reused by every later run, command and local Dask worker. It serves the Prefect UI, and it
+stops once nothing has used it for `THRESHER_SERVER_IDLE_TIMEOUT` seconds (30 minutes), or
+with `thresher server stop`. Starting waits up to `THRESHER_SERVER_START_TIMEOUT` seconds
+(300: a fresh database's migrations take ~20 s on a quiet 2-core machine, several times
+that on a loaded one).
+
+Its state lives in <PREFECT_HOME>/thresher-server/: `server.json` (pid, address), `server.log`,
+`clients/` (one file per `thresher` process using it: a live one keeps it from idling out) and
+`lock` (held while a server is found or started, so concurrent runs share one).
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pipeline.core.errors import ThresherError
+
+IDLE_TIMEOUT_ENV = "THRESHER_SERVER_IDLE_TIMEOUT"
+START_TIMEOUT_ENV = "THRESHER_SERVER_START_TIMEOUT"
+DEFAULT_IDLE_TIMEOUT = 1800
+DEFAULT_START_TIMEOUT = 300
+# The command line of Prefect's temporary server (prefect.server.api.server.SubprocessASGIServer)
+TEMPORARY_SERVER_APP = "prefect.server.api.server:create_app"
+
+
+class ServerError(ThresherError):
+    pass
+
+
+def prefect_home() -> Path:
+    return Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser()
+
+
+def state_dir() -> Path:
+    return prefect_home() / "thresher-server"
+
+
+def configured_api_url() -> str | None:
+    """The Prefect API the user chose: PREFECT_API_URL in the environment, in Prefect's
+    settings when Prefect is already loaded (a test harness), or in the active profile."""
+    if url := os.environ.get("PREFECT_API_URL"):
+        return url
+    if "prefect.settings" in sys.modules:
+        from prefect.settings import PREFECT_API_URL
+
+        return PREFECT_API_URL.value()
+    profiles = prefect_home() / "profiles.toml"
+    if not profiles.exists():
+        return None
+    try:
+        found = tomllib.loads(profiles.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or found.get("active", "ephemeral")
+    return found.get("profiles", {}).get(active, {}).get("PREFECT_API_URL")
+
+
+def _seconds(env: str, default: int) -> float:
+    value = os.environ.get(env)
+    try:
+        return float(value) if value else default
+    except ValueError:
+        raise ServerError(f"{env}={value!r} is not a number of seconds") from None
+
+
+def ensure_server(say: Callable[[str], None] = lambda _: None) -> str:
+    """The API URL flows of this process report to: the user's, or this Prefect home's
+    background server, started when none runs. Sets PREFECT_API_URL for this process (before
+    Prefect is imported) and its children, and registers this process as a user of it."""
+    if url := configured_api_url():
+        return url
+    folder = state_dir()
+    with _locked(folder):
+        state = running_server()
+        if state is None:
+            state = _start(folder, say)
+        _register_client(folder)
+    os.environ["PREFECT_API_URL"] = state["api_url"]
+    return state["api_url"]
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def running_server() -> dict[str, Any] | None:
+    """The background server's state when its process runs and answers, else None (a stale
+    state file is removed; a process that stopped answering is stopped)."""
+    state_file = state_dir() / "server.json"
+    try:
+        state = json.loads(state_file.read_text())
+    except (OSError, ValueError):
+        return None
+    if not _alive(state["pid"], state["started"]):
+        state_file.unlink(missing_ok=True)
+        return None
+    if _healthy(state["api_url"], timeout=10):
+        return state
+    _terminate(state["pid"], state["started"])
+    state_file.unlink(missing_ok=True)
+    return None
+
+
+def _start(folder: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    timeout = _seconds(START_TIMEOUT_ENV, DEFAULT_START_TIMEOUT)
+    idle = _seconds(IDLE_TIMEOUT_ENV, DEFAULT_IDLE_TIMEOUT)
+    log_path = folder / "server.log"
+    say(f"starting a Prefect server for {prefect_home()} (once: later runs reuse it)")
+    started_at = time.monotonic()
+    for _attempt in range(3):  # another program may take the free port before the server does
+        port = _free_port()
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "flows.server", str(port), str(idle)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # owned by the Prefect home, not by this run
+                env={
+                    **os.environ,
+                    "PREFECT_SERVER_API_HOST": "127.0.0.1",
+                    "PREFECT_SERVER_API_PORT": str(port),
+                    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                    "DO_NOT_TRACK": "1",
+                },
+            )
+        state = {
+            "pid": process.pid,
+            "started": _create_time(process.pid),
+            "api_url": f"http://127.0.0.1:{port}/api",
+            "ui_url": f"http://127.0.0.1:{port}",
+            "idle_timeout": idle,
+            "log": str(log_path),
+        }
+        next_note = 10.0
+        while time.monotonic() - started_at < timeout:
+            if process.poll() is not None:
+                break
+            if _healthy(state["api_url"], timeout=2):
+                (folder / "server.json").write_text(json.dumps(state) + "\n")
+                say(
+                    f"Prefect server ready at {state['ui_url']} in {time.monotonic() - started_at:.0f} s"
+                )
+                return state
+            if time.monotonic() - started_at > next_note:
+                say(f"still starting the Prefect server ({time.monotonic() - started_at:.0f} s)")
+                next_note += 10
+            time.sleep(0.2)
+        else:
+            _terminate(process.pid, state["started"])
+            raise ServerError(
+                f"the Prefect server did not answer within {timeout:.0f} s (log: {log_path}). "
+                f"On a busy machine, allow it longer ({START_TIMEOUT_ENV}=900), or run a server "
+                "yourself (`prefect server start`) and set "
+                "PREFECT_API_URL=http://127.0.0.1:4200/api"
+            )
+    raise ServerError(
+        f"the Prefect server exited while starting (code {process.returncode}); see {log_path}, "
+        "or run a server yourself (`prefect server start`) and set "
+        "PREFECT_API_URL=http://127.0.0.1:4200/api"
+    )
+
+
+def stop_server(force: bool = False) -> dict[str, Any] | None:
+    """Stop the background server; its state, or None when none ran. Refuses while `thresher`
+    processes use it, unless forced: their runs would fail."""
+    folder = state_dir()
+    with _locked(folder):
+        state = running_server()
+        if state is None:
+            return None
+        users = clients()
+        if users and not force:
+            raise ServerError(
+                f"{len(users)} thresher process(es) use the Prefect server (pid "
+                f"{', '.join(map(str, users))}); stop it anyway with `thresher server stop --force`"
+            )
+        _terminate(state["pid"], state["started"])
+        (folder / "server.json").unlink(missing_ok=True)
+        return state
+
+
+def clients() -> list[int]:
+    """The live `thresher` processes registered as users of the background server."""
+    live = []
+    for entry in (state_dir() / "clients").glob("*"):
+        try:
+            pid, started = int(entry.name), float(entry.read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(pid, started):
+            live.append(pid)
+        else:
+            entry.unlink(missing_ok=True)
+    return sorted(live)
+
+
+def _register_client(folder: Path) -> None:
+    entry = folder / "clients" / str(os.getpid())
+    entry.parent.mkdir(exist_ok=True)
+    entry.write_text(str(_create_time(os.getpid())))
+    atexit.register(entry.unlink, missing_ok=True)
+
+
+def sweep_orphaned_temporary_servers() -> list[int]:
+    """Stop Prefect temporary servers of this Prefect home whose starting process is gone (it
+    was killed: Prefect stops them only at a clean exit). Their starter is always a Python
+    process; once it dies they are adopted by init or a non-Python subreaper."""
+    import psutil
+
+    home = str(prefect_home())
+    stopped = []
+    for process in psutil.process_iter(["pid", "cmdline", "ppid", "uids"]):
+        try:
+            if TEMPORARY_SERVER_APP not in (process.info["cmdline"] or []):
+                continue
+            if process.info["uids"].real != os.getuid():
+                continue
+            environ = process.environ()
+            if environ.get("PREFECT__SERVER_EPHEMERAL") != "1":
+                continue
+            if str(Path(environ.get("PREFECT_HOME", "~/.prefect")).expanduser()) != home:
+                continue
+            parent = process.parent()
+            if parent is not None and parent.pid != 1 and "python" in Path(parent.exe()).name:
+                continue  # its run is alive
+            process.terminate()
+            stopped.append(process.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    psutil.wait_procs([psutil.Process(pid) for pid in stopped if psutil.pid_exists(pid)], 5)
+    return stopped
+
+
+def _healthy(api_url: str, timeout: float) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as response:
+            return response.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _create_time(pid: int) -> float:
+    import psutil
+
+    return psutil.Process(pid).create_time()
+
+
+def _alive(pid: int, started: float) -> bool:
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        return process.create_time() == started and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _terminate(pid: int, started: float) -> None:
+    import psutil
+
+    if not _alive(pid, started):
+        return
+    process = psutil.Process(pid)
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(15)
+    except psutil.TimeoutExpired:
+        process.kill()
+
+
+def serve(port: int, idle_timeout: float) -> None:
+    """The background server's process: Prefect's API and UI on 127.0.0.1:port, stopped once
+    no registered client lives and no request came for `idle_timeout` seconds."""
+    import uvicorn
+    from prefect.server.api.server import create_app
+
+    app = create_app(final=True)
+    last_used = time.monotonic()
+
+    async def counting(scope, receive, send):
+        nonlocal last_used
+        if scope["type"] == "http" and not scope["path"].endswith("/health"):
+            last_used = time.monotonic()
+        await app(scope, receive, send)
+
+    server = uvicorn.Server(
+        uvicorn.Config(counting, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+
+    def stop_when_idle() -> None:
+        nonlocal last_used
+        while not server.should_exit:
+            time.sleep(min(5.0, idle_timeout / 4))
+            if clients():
+                last_used = time.monotonic()
+            elif time.monotonic() - last_used > idle_timeout:
+                print(f"idle for {idle_timeout:.0f} s: stopping", flush=True)
+                server.should_exit = True
+
+    threading.Thread(target=stop_when_idle, daemon=True).start()
+    server.run()
+    state_file = state_dir() / "server.json"
+    try:
+        if json.loads(state_file.read_text())["pid"] == os.getpid():
+            state_file.unlink()
+    except (OSError, ValueError, KeyError):
+        pass
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), float(sys.argv[2]))
