@@ -38,9 +38,10 @@ def thresher(*args):
     return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
-def run_json(config: Path) -> dict:
-    """`thresher run --config CONFIG --json`, which must succeed: its one summary line."""
-    result = thresher("run", "--config", config, "--json")
+def run_json(config: Path, *options: str) -> dict:
+    """`thresher run --config CONFIG --json [OPTIONS]`, which must succeed: its one summary
+    line."""
+    result = thresher("run", "--config", config, "--json", *options)
     assert result.exit_code == 0, result.stderr
     (line,) = result.stdout.strip().splitlines()
     return json.loads(line)

@@ -96,7 +96,9 @@ def test_publishing_again_changes_nothing(sms_project):
         manifest.read_bytes(),
         sorted(p.stat().st_mtime_ns for p in manifest.parent.rglob("*.parquet")),
     )
-    second = run_json(sms_project)
+    unchanged = run_json(sms_project)  # nothing changed: nothing done
+    assert unchanged["unchanged_since"] == first["run_id"]
+    second = run_json(sms_project, "--force")
     assert second["dataset_hash"] == first["dataset_hash"] and not second["created"]
     assert (
         manifest.read_bytes(),
@@ -225,5 +227,5 @@ def test_a_source_with_only_bad_rows_publishes_an_empty_version_twice(tmp_path):
         "records_in": 2, "generated": 0, "published": 0, "dropped": 2, "quarantined": 0,
     }  # fmt: skip
     assert {split["records"] for split in report["splits"].values()} == {0}
-    second = run_json(config)  # the empty parent is read back as the parent
+    second = run_json(config, "--force")  # the empty parent is read back as the parent
     assert second["dataset_hash"] == first["dataset_hash"] and not second["created"]

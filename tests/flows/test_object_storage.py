@@ -30,8 +30,8 @@ def thresher(*args) -> object:
     return runner.invoke(app, [str(a) for a in args])
 
 
-def run(config: Path) -> dict:
-    result = thresher("run", "--config", config, "--json")
+def run(config: Path, *options: str) -> dict:
+    result = thresher("run", "--config", config, "--json", *options)
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -82,8 +82,10 @@ def test_sources_and_versions_in_memory_storage(tmp_path, sms_spam, memory_bucke
     assert verified.exit_code == 0, verified.stderr
     assert "all match" in verified.stderr
 
-    # the next run reads its parent from the bucket and rebuilds the same version
-    again = run(remote)
+    # with nothing changed (the bucket's objects too), nothing is done; forced, the run reads
+    # its parent from the bucket and rebuilds the same version
+    assert run(remote)["unchanged_since"] == summary["run_id"]
+    again = run(remote, "--force")
     assert again["dataset_hash"] == summary["dataset_hash"] and not again["created"]
 
     shard = UPath(version_url) / version.manifest["shards"][0]["path"]

@@ -1,0 +1,182 @@
+"""Nothing changed, nothing done: whether the latest version of a dataset was built from
+exactly what a run would read now.
+
+A run records what it was built from in its folder (`inputs.json`): the config hash, the code
+(version, commit, and the uncommitted diff of a dirty checkout), the installed packages, every
+source file (size, modification time, content hash; for object stores the ETag), and the
+catalog state its decisions read: the version it built on, the deletion requests, the review
+decisions, the locked test set, the frozen time cutoffs and the protected evaluation sets.
+A later run with the same facts, whose version is still the latest and has its report, has
+nothing to do. Files whose size and modification time are unchanged keep their recorded
+content hash; the others are hashed again, so touching a file without changing it changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from data_catalog import deletions, eval_sets, review_queue, splits
+from data_catalog.catalog import Catalog
+from pipeline.config import RunConfig, config_hash
+from pipeline.core import storage
+from pipeline.core.code_version import code_state
+from pipeline.core.errors import ThresherError
+from pipeline.ingest.source_files import source_files
+
+INPUTS_FILE = "inputs.json"
+
+
+def fingerprint(
+    cfg: RunConfig, catalog: Catalog, previous: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a run of `cfg` would be built from now; `previous` lends the content hashes of
+    files whose size and modification time it recorded."""
+    latest = catalog.latest(cfg.name)
+    lock = splits.active_lock(catalog, cfg.name)
+    cutoffs = splits.frozen_cutoffs(catalog, cfg.name)
+    protected = cfg.contamination.protected
+    registered = eval_sets.registered(catalog)
+    return {
+        "config_hash": config_hash(cfg),
+        "code": _code(),
+        "packages": _packages(),
+        "files": _files(cfg, (previous or {}).get("files", [])),
+        "latest_version": latest.dataset_hash if latest else None,
+        "deletions": _digest(deletions.requests_frame(catalog).write_csv()),
+        "review_decisions": _digest(review_queue.decisions_frame(catalog).write_csv()),
+        "test_lock": lock.dataset_hash if lock else None,
+        "frozen_cutoffs": {k: v.isoformat() for k, v in cutoffs.items()} if cutoffs else None,
+        "eval_sets": [
+            [row["name"], row["path"], row["files"]]
+            for row in registered
+            if protected == "all" or row["name"] in protected
+        ],
+    }
+
+
+def record(run_dir: Path, facts: dict[str, Any], catalog: Catalog, cfg: RunConfig) -> None:
+    """Keep what a run that published was built from, as the catalog holds it now: its version
+    is the latest one, and cutoffs it froze are part of the state a rerun reads."""
+    latest = catalog.latest(cfg.name)
+    cutoffs = splits.frozen_cutoffs(catalog, cfg.name)
+    facts = facts | {
+        "latest_version": latest.dataset_hash if latest else None,
+        "frozen_cutoffs": {k: v.isoformat() for k, v in cutoffs.items()} if cutoffs else None,
+    }
+    (run_dir / INPUTS_FILE).write_text(json.dumps(facts, indent=1, default=str) + "\n")
+
+
+def last_built(cfg: RunConfig, catalog: Catalog) -> tuple[Path, dict[str, Any]] | None:
+    """The folder and recorded facts of the run that built the dataset's latest version."""
+    latest = catalog.latest(cfg.name)
+    if latest is None:
+        return None
+    for run in reversed(catalog.runs(cfg.name)):
+        if run["status"] != "succeeded" or run["dataset_hash"] != latest.dataset_hash:
+            continue
+        run_dir = Path(cfg.workdir) / "runs" / run["run_id"]
+        try:
+            return run_dir, json.loads((run_dir / INPUTS_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def check(cfg: RunConfig, catalog: Catalog) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the summary of the run that built the latest version, when a run now would read
+    exactly what it read and that version's report exists, else None; what a run now reads,
+    None when that cannot be known: a source matching no file, which the run then reports)."""
+    built = last_built(cfg, catalog)
+    try:
+        facts = fingerprint(cfg, catalog, built and built[1])
+    except ThresherError:
+        return None, None
+    if built is None or differences(built[1], facts):
+        return None, facts
+    try:
+        summary = json.loads((built[0] / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None, facts
+    report = summary["paths"].get("report")
+    if not report or not Path(report).exists():
+        return None, facts
+    return summary, facts
+
+
+def differences(recorded: dict[str, Any], now: dict[str, Any]) -> set[str]:
+    """The facts that differ; files by their names and contents (a touched file is the same)."""
+
+    def contents(files: list[dict[str, Any]]) -> list[tuple]:
+        return [(f["source"], f["name"], f["content"]) for f in files]
+
+    differ = {key for key in now if key != "files" and now[key] != recorded.get(key)}
+    if contents(now["files"]) != contents(recorded.get("files", [])):
+        differ.add("files")
+    return differ
+
+
+def _files(cfg: RunConfig, recorded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    known = {(f["source"], f["name"], f["size"], f["modified"]): f["content"] for f in recorded}
+    files = []
+    for source in cfg.source_list:
+        for path, name in source_files(source):
+            stat = path.stat()
+            if storage.is_local(path):
+                size, modified = stat.st_size, stat.st_mtime_ns
+            else:  # an object store's ETag changes with the content
+                info = path.fs.info(path.path)
+                size, modified = info.get("size"), info.get("ETag") or info.get("mtime")
+            content = known.get((source.name, name, size, modified))
+            if content is None:
+                content = _content_hash(path)
+            files.append(
+                {"source": source.name, "name": name, "size": size, "modified": modified,
+                 "content": content}
+            )  # fmt: skip
+    return files
+
+
+def _content_hash(path) -> str:
+    digest = xxhash.xxh3_128()
+    with path.open("rb") as handle:
+        while chunk := handle.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _code() -> dict[str, Any]:
+    state = code_state()
+    diff = None
+    if state.dirty:  # uncommitted edits: their content, or a second edit would look the same
+        try:
+            diff = _digest(
+                subprocess.run(
+                    ["git", "-C", str(Path(__file__).parent), "diff", "HEAD"],
+                    capture_output=True,
+                    timeout=10,
+                    check=True,
+                ).stdout  # fmt: skip
+            )
+        except (OSError, subprocess.SubprocessError):
+            diff = "unknown"
+    return {"version": str(state), "diff": diff}
+
+
+def _packages() -> str:
+    """A digest of the installed distributions and their versions (the environment's lock)."""
+    installed = sorted(
+        f"{dist.metadata['Name']}=={dist.version}" for dist in metadata.distributions()
+    )
+    return _digest("\n".join(installed))
+
+
+def _digest(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
