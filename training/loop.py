@@ -26,6 +26,7 @@ from torch.optim import AdamW
 from torch.optim.lr_scheduler import LambdaLR
 
 from pipeline.config.train import TrainConfig
+from pipeline.core import progress as shown
 from pipeline.core.errors import ThresherError
 from training import checkpoint
 from training.data import SplitStream, TrainingData, batches, rank_share
@@ -199,6 +200,8 @@ class Trainer:
                 f"{self.world.size} processes; precision {self.precision}"
             )
         progress = self.progress
+        shown.start("training", self.total_steps, "steps")
+        shown.advance("training", progress.step)  # a resumed run starts where it stopped
         while progress.step < self.total_steps and not progress.stopped_early:
             order = self.data.train.order(self.cfg.seed, progress.epoch, self.cfg.shuffle_window)
             share = rank_share(order, self.world.rank, self.world.size)
@@ -209,6 +212,7 @@ class Trainer:
                 self._step([self.batcher(self.data.train.examples(p)) for p in group])
                 self._busy_seconds += time.perf_counter() - began
                 progress.step += 1
+                shown.advance("training", 1)
                 progress.position += len(group)
                 epoch_ended = progress.position >= self.micro_batches_per_epoch
                 if epoch_ended:
@@ -217,6 +221,7 @@ class Trainer:
                 self._after_step(epoch_ended)
                 if progress.step >= self.total_steps or progress.stopped_early:
                     break
+        shown.finish("training", f"{progress.step} steps")
         if self.cfg.restore_best and progress.best_step not in (None, progress.step):
             self.world.barrier()
             self.model.load_state_dict(checkpoint.load(self.checkpoints / "best.pt")["model"])
