@@ -6,7 +6,11 @@ stderr. Exit 0 clean, 1 findings (e.g. a shard that fails verification), 2 error
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,8 +28,10 @@ from flows.cli_common import (
     emit,
     fail,
     find_version,
+    human,
     open_catalog,
     stderr,
+    stdout,
 )
 from flows.contamination_cli import contamination_app
 from flows.dedup_cli import dedup
@@ -53,8 +59,35 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Check run configs.", no_args_is_help=True)
 catalog_app = typer.Typer(help="Published versions in the catalog.", no_args_is_help=True)
+server_app = typer.Typer(
+    help="The local Prefect server runs report to when PREFECT_API_URL is not set.",
+    no_args_is_help=True,
+)
 app.add_typer(config_app, name="config")
 app.add_typer(catalog_app, name="catalog")
+app.add_typer(server_app, name="server")
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from pipeline.core.code_version import code_state
+
+        state = code_state()
+        commit = (
+            state.commit and f" (commit {state.commit[:12]}{', modified' if state.dirty else ''})"
+        )
+        stdout.print(f"thresher {state.version}{commit or ''}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Version and commit."),
+    ] = False,
+) -> None:
+    pass
 
 
 def main() -> None:
@@ -69,6 +102,12 @@ def main() -> None:
         sys.exit(2)
 
 
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also print Prefect's task and flow logs.")
+]
+
+
 @app.command()
 def run(
     config: Annotated[Path, typer.Option("--config", "-c", help="Run config (YAML).")],
@@ -81,44 +120,115 @@ def run(
             "same inputs and config (a run reuses them anyway when it can; this fails if not).",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Run even when nothing changed since the latest version was built.",
+        ),
+    ] = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
-    """Run the curate flow: ingest, govern, dedup, split, publish, commit."""
+    """Curate a run config's sources into a new dataset version (nothing to do when nothing
+    changed since the latest version was built: --force runs anyway)."""
     from pipeline.config import load_run_config
 
     try:
-        load_run_config(config)  # a bad config fails here, before Prefect starts
-        from flows.curate import curate
+        cfg = load_run_config(config)  # a bad config fails here, before Prefect starts
+    except ThresherError as error:
+        fail(str(error))
+    say = _sayer(quiet)
+    say(
+        f"{cfg.name}: {config} is valid; {len(cfg.source_list)} source(s), work folder {cfg.workdir}"
+    )
+    try:
+        summary = None if force or resume else _unchanged(cfg)
+        if summary is None:
+            with orchestrated(say, quiet, verbose):
+                from flows.curate import curate
 
-        summary = curate(str(config), resume=resume)
+                summary = curate(str(config), resume=resume, force=force)
     except ThresherError as error:
         fail(str(error))
     if as_json:
         emit(summary)
-    _print_summary(summary)
+    _print_summary(summary, human(as_json))
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
+def _sayer(quiet: bool):
+    if quiet:
+        return lambda text: None
+    return lambda text: stderr.print(text, highlight=False, markup=False)
+
+
+def _unchanged(cfg) -> dict[str, Any] | None:
+    """The latest version's run summary when nothing changed since it was built (checked
+    without Prefect: seconds, not a flow run)."""
+    from data_catalog.catalog import CATALOG_FILE, CATALOG_URL_ENV, Catalog
+    from flows import unchanged
+
+    if not os.environ.get(CATALOG_URL_ENV) and not (Path(cfg.workdir) / CATALOG_FILE).exists():
+        return None
+    previous, _ = unchanged.check(cfg, Catalog.open(cfg.workdir))
+    return previous and previous | {"unchanged_since": previous["run_id"]}
+
+
+@contextmanager
+def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
+    """Flows of this process report to a Prefect server that is up (flows/server.py), with
+    progress on stderr: a live display on a terminal, plain lines elsewhere; Prefect's own
+    console logs only with --verbose (they are in the Prefect UI either way)."""
+    from flows.server import ensure_server, sweep_orphaned_temporary_servers
+    from pipeline.core import progress
+
+    if stopped := sweep_orphaned_temporary_servers():
+        say(f"stopped {len(stopped)} Prefect temporary server(s) left by killed runs")
+    ensure_server(say)
+    import prefect.main  # noqa: F401  (configures Prefect's logging)
+
+    if not verbose:
+        logging.getLogger("prefect").setLevel(logging.WARNING)
+    if quiet:
+        display = None
+    elif stderr.is_terminal:
+        display = progress.LiveDisplay(stderr)
+    else:
+        display = progress.LineDisplay(sys.stderr)
+    with ExitStack() as stack:
+        if isinstance(display, progress.LiveDisplay):
+            stack.enter_context(display)
+        stack.enter_context(progress.shown(display))
+        yield
+
+
+def _print_summary(summary: dict[str, Any], out: Console) -> None:
     state = "new version" if summary["created"] else "unchanged: identical to an existing version"
-    stderr.print(
+    if summary.get("unchanged_since"):
+        state = (
+            f"unchanged: nothing changed since run {summary['unchanged_since']} built it; "
+            "nothing done (--force runs anyway)"
+        )
+    out.print(
         f"[bold]dataset[/] {summary['name']}  [bold]hash[/] {summary['dataset_hash']}  ({state})"
     )
     generated = f" + {summary['generated']} generated" if summary.get("generated") else ""
-    stderr.print(
+    out.print(
         f"records in {summary['records_in']}{generated}: published {summary['published']}, "
         f"dropped {summary['dropped']}, quarantined {summary['quarantined']}"
     )
     for section in ("reasons", "changes"):
         for action, reasons in summary[section].items():
             for reason, count in reasons.items():
-                stderr.print(f"  {action:<12} {reason:<24} {count}")
+                out.print(f"  {action:<12} {reason:<24} {count}")
     splits = ", ".join(
         f"{name} {counts['records']} ({counts['groups']} groups)"
         for name, counts in summary["splits"].items()
     )
-    stderr.print(f"splits: {splits}")
+    out.print(f"splits: {splits}")
     quality = summary["quality"]
     languages = sorted(quality["languages"].items(), key=lambda item: -item[1])[:3]
-    stderr.print(
+    out.print(
         f"quality: dropped {sum(quality['dropped_by_source_and_reason'].values())}, "
         f"{quality['lines_removed']} line(s) removed from {quality['records_with_lines_removed']} "
         f"record(s); languages {', '.join(f'{code} {n}' for code, n in languages) or 'not judged'}"
@@ -133,17 +243,17 @@ def _print_summary(summary: dict[str, Any]) -> None:
         for method, stats in summary["dedup"].items()
         if method == "exact" or "records" in stats  # a method that ran
     )
-    stderr.print(f"dedup: {dedup}")
-    _print_data_quality(summary)
+    out.print(f"dedup: {dedup}")
+    _print_data_quality(summary, out)
     split = summary["split"]
     if split.get("cutoffs"):
         frozen = " (frozen)" if split.get("cutoffs_frozen") else ""
         cutoffs = ", ".join(f"{name} from {when}" for name, when in split["cutoffs"].items())
-        stderr.print(f"time cutoffs{frozen}: {cutoffs}")
+        out.print(f"time cutoffs{frozen}: {cutoffs}")
     for warning in split.get("warnings", []):
-        stderr.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+        out.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if split.get("locked"):
-        stderr.print(f"locked test set: {split['locked']} record(s) held in test")
+        out.print(f"locked test set: {split['locked']} record(s) held in test")
     checked = summary["contamination"]
     per_set = ", ".join(
         f"{name}: {figures['contaminated_items']} of {figures['items']} items matched by "
@@ -151,48 +261,48 @@ def _print_summary(summary: dict[str, Any]) -> None:
         for name, figures in checked["eval_sets"].items()
         if figures["items"]
     )
-    stderr.print(
+    out.print(
         f"contamination: {checked['checked']} records checked; {per_set or 'no evaluation set'}"
         f"; dropped {checked['dropped']}, quarantined {checked['quarantined']}"
     )
     review = summary["review"]
     if review["quarantined_items"]:
-        stderr.print(
+        out.print(
             f"review queue: {review['queued_new']} new item(s), {review['quarantined_items']} "
             f"flag(s) on quarantined records; `thresher review list --workdir "
             f"{Path(summary['paths']['catalog']).parent}`"
         )
     if "gates" in summary:
-        stderr.print(
+        out.print(
             "gates: " + ", ".join(f"{gate} {state}" for gate, state in summary["gates"].items())
         )
     if summary.get("steps"):
-        _print_steps(summary["steps"])
+        _print_steps(summary["steps"], out)
     if summary.get("resumed_from"):
         reused = [name for name, step in summary["steps"].items() if "resumed_from" in step]
-        stderr.print(f"resumed run {summary['resumed_from']}: reused {', '.join(reused)}")
+        out.print(f"resumed run {summary['resumed_from']}: reused {', '.join(reused)}")
     for label, path in summary["paths"].items():
         if path:
-            stderr.print(f"  {label:<9} {path}")
+            out.print(f"  {label:<9} {path}")
 
 
-def _print_steps(steps: dict[str, dict]) -> None:
+def _print_steps(steps: dict[str, dict], out: Console) -> None:
     """One line: the steps' time, the three slowest, and the step with the highest peak RSS
     (each step of the summary's `steps` has its seconds, peak RSS and records)."""
     slowest = sorted(steps.items(), key=lambda item: -item[1]["seconds"])[:3]
     heaviest, peak = max(steps.items(), key=lambda item: item[1]["peak_rss_mb"])
     named = ", ".join(f"{name} {step['seconds']:.1f} s" for name, step in slowest)
-    stderr.print(
+    out.print(
         f"time: {sum(step['seconds'] for step in steps.values()):.1f} s in {len(steps)} steps; "
         f"slowest {named}; peak memory {peak['peak_rss_mb']:,.0f} MB ({heaviest})"
     )
 
 
-def _print_data_quality(summary: dict[str, Any]) -> None:
+def _print_data_quality(summary: dict[str, Any], out: Console) -> None:
     """Boilerplate, label conflicts, synthetic records, augmentation and field leakage."""
     boilerplate = summary["dedup"]["boilerplate"]
     if boilerplate.get("edited") or boilerplate.get("dropped"):
-        stderr.print(
+        out.print(
             f"boilerplate: {boilerplate['boilerplate_segments']} repeated segment(s) removed "
             f"from {boilerplate['edited']} record(s); {boilerplate['dropped']} left empty, dropped"
         )
@@ -202,7 +312,7 @@ def _print_data_quality(summary: dict[str, Any]) -> None:
         if rates["conflicting"]
     }
     if conflicts:
-        stderr.print(
+        out.print(
             "label conflicts: "
             + ", ".join(
                 f"{source} {rates['conflicting']} of {rates['labelled']} ({rates['rate']:.2%})"
@@ -211,7 +321,7 @@ def _print_data_quality(summary: dict[str, Any]) -> None:
         )
     shares = summary["synthetic"]["share"]
     if any(figures["synthetic"] for figures in shares.values()):
-        stderr.print(
+        out.print(
             "synthetic: "
             + ", ".join(
                 f"{split} {figures['synthetic']} of {figures['records']} ({figures['share']:.1%})"
@@ -220,19 +330,19 @@ def _print_data_quality(summary: dict[str, Any]) -> None:
         )
     augmented = summary["augment"]
     if augmented.get("generated"):
-        stderr.print(
+        out.print(
             f"augmentation: {augmented['generated']} variant(s) of {augmented['origins']} train "
             f"record(s): kept {augmented['kept']}, drifted {augmented['drifted']}, uncertain "
             f"{augmented['uncertain']} (queued), duplicates {augmented['duplicates']}"
         )
     excluded = summary["fields"]["excluded"]
     if excluded:
-        stderr.print(
+        out.print(
             "excluded fields (known after the outcome): "
             + "; ".join(f"{source}: {', '.join(names)}" for source, names in excluded.items())
         )
     for warning in summary["fields"]["leakage_warnings"]:
-        stderr.print(f"[yellow]leakage warning:[/] {escape(warning)}", highlight=False)
+        out.print(f"[yellow]leakage warning:[/] {escape(warning)}", highlight=False)
 
 
 @config_app.command("validate")
@@ -273,16 +383,102 @@ def init(directory: Path) -> None:
 
 
 @app.command()
-def demo(directory: Annotated[Path, typer.Argument()] = Path("demo")) -> None:
+def demo(
+    directory: Annotated[Path, typer.Argument()] = Path("demo"),
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+) -> None:
     """Curate real public data (SMS Spam Collection, Debian changelogs) end to end."""
     from flows.demo import run_demo
 
     try:
-        summary, trained = run_demo(directory)
+        with orchestrated(_sayer(quiet), quiet, verbose):
+            summary, trained = run_demo(directory)
     except ThresherError as error:
         fail(str(error))
-    _print_summary(summary)
-    print_train_summary(trained)
+    _print_summary(summary, stdout)
+    print_train_summary(trained, stdout)
+
+
+@server_app.command("start")
+def server_start(as_json: JsonOption = False) -> None:
+    """Start this Prefect home's server in the background (runs start it when needed)."""
+    from flows.server import ServerError, configured_api_url, ensure_server, running_server
+
+    if (url := configured_api_url()) and running_server() is None:
+        fail(f"PREFECT_API_URL is set ({url}): runs use that server, not a local one", code=1)
+    try:
+        ensure_server(_sayer(as_json))
+    except ServerError as error:
+        fail(str(error))
+    _print_server(running_server(), as_json)
+
+
+@server_app.command("status")
+def server_status(as_json: JsonOption = False) -> None:
+    """Whether this Prefect home's server runs: its address, UI, users and idle timeout."""
+    from flows.server import configured_api_url, running_server
+
+    state = running_server()
+    if state is None:
+        url = configured_api_url()
+        if as_json:
+            emit({"running": False, "configured_api_url": url})
+        stdout.print(
+            f"runs use the Prefect server at {url} (PREFECT_API_URL)"
+            if url
+            else "no Prefect server running; `thresher run` starts one when it needs it",
+            highlight=False,
+        )
+        raise typer.Exit(0 if url else 1)
+    _print_server(state, as_json)
+
+
+@server_app.command("stop")
+def server_stop(
+    force: Annotated[
+        bool, typer.Option("--force", help="Stop it even while thresher runs use it.")
+    ] = False,
+) -> None:
+    """Stop this Prefect home's background server."""
+    from flows.server import ServerError, stop_server
+
+    try:
+        stopped = stop_server(force)
+    except ServerError as error:
+        fail(str(error), code=1)
+    stdout.print(
+        f"stopped the Prefect server at {stopped['ui_url']} (pid {stopped['pid']})"
+        if stopped
+        else "no Prefect server was running",
+        highlight=False,
+    )
+
+
+def _print_server(state: dict[str, Any], as_json: bool) -> None:
+    import time
+
+    from flows.server import clients, prefect_home
+
+    facts = state | {
+        "running": True,
+        "prefect_home": str(prefect_home()),
+        "uptime_seconds": round(time.time() - state["started"]),
+        "clients": clients(),
+    }
+    if as_json:
+        emit(facts)
+    out = human(as_json)
+    out.print(
+        f"Prefect server for {facts['prefect_home']}: {state['ui_url']} (UI)", highlight=False
+    )
+    out.print(f"  PREFECT_API_URL={state['api_url']}", highlight=False)
+    out.print(
+        f"  pid {state['pid']}, up {facts['uptime_seconds']} s, stops after "
+        f"{state['idle_timeout'] / 60:.0f} min idle; in use by {len(facts['clients'])} run(s)",
+        highlight=False,
+    )
+    out.print(f"  log {state['log']}", highlight=False)
 
 
 @catalog_app.command("list")
@@ -313,7 +509,7 @@ def catalog_list(
             _status(version),
         )
     if not as_json:
-        Console().print(table)
+        stdout.print(table)
 
 
 @catalog_app.command("failures")
@@ -340,7 +536,7 @@ def catalog_failures(
             escape(", ".join(f"{k}: {v}" for k, v in failure["alerts"].items()) or "none"),
         )
     if not as_json:
-        Console().print(table)
+        stdout.print(table)
 
 
 def _status(version) -> str:
@@ -374,7 +570,7 @@ def catalog_show(
             }
         )
         return
-    console = Console()
+    console = stdout
     console.print(f"[bold]{version.name}[/] {version.dataset_hash}  [{version.status}]")
     for label, value in [
         ("parent", version.parent_hash),

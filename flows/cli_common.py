@@ -1,7 +1,8 @@
 """What every `thresher` sub-command shares: options, output helpers, the catalog lookup.
 
-Conventions: with `--json`, one JSON object per line on stdout; summaries and progress on
-stderr. Exit 0 clean, 1 findings, 2 error.
+Conventions: the human summary on stdout, progress and logs on stderr; with `--json`, one
+JSON object per line on stdout and the human summary on stderr. Exit 0 clean, 1 findings,
+2 error.
 """
 
 from __future__ import annotations
@@ -13,12 +14,38 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from pipeline.core.errors import ThresherError
 
-stderr = Console(stderr=True, soft_wrap=True)
+
+class _Console(Console):
+    """A console that uses the terminal's width, or (unless COLUMNS says otherwise) the full
+    width of what it prints when not on a terminal: a file or pipe gets whole tables, not
+    columns cut at 80 characters. Read when printing, not when created."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if self.is_terminal:
+            return super().size
+        columns = os.environ.get("COLUMNS", "")
+        return ConsoleDimensions(int(columns) if columns.isdigit() else 10_000, 50)
+
+
+def _console(to_stderr: bool) -> Console:
+    return _Console(stderr=to_stderr, soft_wrap=True)
+
+
+stderr = _console(to_stderr=True)
+stdout = _console(to_stderr=False)
+
+
+def human(as_json: bool) -> Console:
+    """Where the human summary goes: stdout, or stderr when stdout carries the JSON."""
+    return stderr if as_json else stdout
+
+
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object per line on stdout.")]
 WorkdirOption = Annotated[
     Path | None,

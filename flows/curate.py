@@ -13,17 +13,20 @@ when it does not (flows/resume.py).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import secrets
 import shutil
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +42,7 @@ from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog, now
 from expectations.checks import approved_records, check_governed, check_ingested, check_published
 from expectations.gates import GateFailed, GateProject, GateResult
+from flows import artifacts, unchanged
 from flows import resume as resume_steps
 from flows.alerts import on_failure, report_interrupted
 from flows.report import (
@@ -48,7 +52,7 @@ from flows.report import (
     write_version_report,
 )
 from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
-from pipeline.core import ledger, storage
+from pipeline.core import ledger, progress, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError
 from pipeline.core.resources import measured, peak_rss_mb, release_free_memory, reset_peak_rss
@@ -219,7 +223,7 @@ def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = Non
     )
 
 
-@task(name="ingest", **TASK_OPTIONS)
+@task(name="ingest", task_run_name="ingest", **TASK_OPTIONS)
 def ingest_task(plan: RunPlan) -> dict[str, Any]:
     """Read the sources part by part on the runner (parts of consecutive files, about
     `runner.part_rows` records of 1 KiB each), then drop repeated ids in one task."""
@@ -228,7 +232,10 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
     for stale in plan.ledger_dir.glob(f"{STAGES['ingest'].ledger_part}*.parquet"):
         stale.unlink()
     parts = plan_parts(sources, plan.config.runner.part_rows * 1024)
-    read = _map_step(_slim(plan), "ingest", "read", {"part": parts}, {}) if parts else []
+    progress.start("ingest", len(parts), "parts")
+    read = []
+    if parts:
+        read = _map_step(_slim(plan), "ingest", "read", {"part": parts}, {}, [1] * len(parts))
     (finished,) = _map_step(_slim(plan), "ingest", "finish", {"folder": [str(out)]}, {})
     per_source = {source.name: {"records_in": 0} for source in sources}
     for part, task_result in zip(parts, read, strict=True):
@@ -295,7 +302,7 @@ def _enqueue_for_review(plan: RunPlan, items: pl.DataFrame) -> int:
     return queued_new
 
 
-@task(name="gate", **TASK_OPTIONS)
+@task(name="gate", task_run_name="gate-{gate}", **TASK_OPTIONS)
 def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
     """Validate a stage's output against the gate's suites; a failure stops the run."""
     if not plan.config.gates.enabled:
@@ -608,38 +615,65 @@ STEP_TASKS = {
 
 
 def _map_step(
-    plan: RunPlan, name: str, step: str, mapped: dict[str, list], fixed: dict[str, Any]
+    plan: RunPlan,
+    name: str,
+    step: str,
+    mapped: dict[str, list],
+    fixed: dict[str, Any],
+    records: list[int] | None = None,
 ) -> list[dict]:
     """Map one step of a stage over its parts (or key partitions) on the run's runner, as tasks
     of the run's flow (a subflow per step cost about a second each); one item on the local
-    runner runs here, unmapped."""
+    runner runs here, unmapped. As each item finishes, the stage's progress advances by its
+    `records` (the step's input records of each item), when given."""
     items = len(next(iter(mapped.values())))
+    phase = f"{step} {{}}/{items}" if items > 1 else step
+    progress.advance(name, 0, phase.format(0))
     if items == 1 and plan.config.runner.kind == "local":  # nothing to spread
-        return [STEP_TASKS[step].fn(plan, name, **fixed, **{k: v[0] for k, v in mapped.items()})]
-    named = STEP_TASKS[step].with_options(name=f"{name}_{step}")
+        result = STEP_TASKS[step].fn(plan, name, **fixed, **{k: v[0] for k, v in mapped.items()})
+        progress.advance(name, records[0] if records else 0, phase.format(1))
+        return [result]
+    named = STEP_TASKS[step].with_options(
+        name=f"{name}-{step}", task_run_name=partial(_numbered, f"{name}-{step}")
+    )
     fixed = {"plan": plan, "name": name, **fixed}
     parameters = mapped | {key: unmapped(value) for key, value in fixed.items()}
     with reachable_api(plan.config.runner), task_runner(plan.config.runner) as runner:
-        return runner.map(named, parameters).result()
+        futures = runner.map(named, parameters)
+        results = []
+        for index, future in enumerate(futures):
+            results.append(future.result())
+            progress.advance(name, records[index] if records else 0, phase.format(index + 1))
+        return results
+
+
+def _numbered(prefix: str, parameters: dict[str, Any]) -> str:
+    """A mapped step's task run name in the Prefect UI: `near_dedup-keys-3`."""
+    index = next((parameters[k] for k in ("part", "partition", "shard") if k in parameters), None)
+    return prefix if index is None else f"{prefix}-{getattr(index, 'number', index)}"
 
 
 @contextmanager
 def reachable_api(runner: RunnerConfig) -> Iterator[None]:
-    """Tasks on Dask workers report to the flow's Prefect API. On the embedded default that is
-    the flow's temporary server on this machine: hand its address to the workers, or each
-    would start a server of its own (~220 MB) and the flow run would not see their tasks."""
-    if runner.kind != "dask" or PREFECT_API_URL.value():
+    """Tasks on Dask workers report to the flow's Prefect API: hand its address to the workers
+    (on Prefect's own default, a temporary server, each would otherwise start a server of its
+    own, ~220 MB, and the flow run would not see their tasks). A server that listens on this
+    machine only (`thresher`'s background server) is out of reach of a remote cluster."""
+    if runner.kind != "dask":
         yield
         return
     from prefect.client.orchestration import get_client
 
-    if runner.address and urlsplit(runner.address).hostname not in LOOPBACK:
+    api = PREFECT_API_URL.value() or str(get_client(sync_client=True).api_url)
+    remote = runner.address and urlsplit(runner.address).hostname not in LOOPBACK
+    if remote and urlsplit(api).hostname in LOOPBACK:
         raise ConfigError(
-            f"the Dask cluster at {runner.address} cannot reach this run's temporary Prefect "
-            "server: start one the workers can reach (`prefect server start --host 0.0.0.0`) "
-            "and set PREFECT_API_URL=http://<this host>:4200/api for the run and the workers"
+            f"the Dask cluster at {runner.address} cannot reach this run's Prefect server at "
+            f"{api}, which listens on this machine only: start one the workers can reach "
+            "(`prefect server start --host 0.0.0.0`) and set "
+            "PREFECT_API_URL=http://<this host>:4200/api for the run and the workers"
         )
-    with temporary_settings(updates={PREFECT_API_URL: str(get_client(sync_client=True).api_url)}):
+    with temporary_settings(updates={PREFECT_API_URL: api}):
         yield
 
 
@@ -692,14 +726,14 @@ def _run_parts(
     and how they ran."""
     offsets = _offsets(plan, records)
     fixed = {"input_dir": input_dir} | ({"shared": shared} if shared else {})
+    sizes = [min(plan.config.runner.part_rows, records - offset) for offset in offsets]
     parts = _map_step(
-        _slim(plan), name, "part", {"part": list(range(len(offsets))), "offset": offsets}, fixed
-    )
+        _slim(plan), name, "part", {"part": list(range(len(offsets))), "offset": offsets}, fixed,
+        sizes,
+    )  # fmt: skip
     accounting = {
         "parts": len(parts),
-        "largest_part_records": max(
-            min(plan.config.runner.part_rows, records - offset) for offset in offsets
-        ),
+        "largest_part_records": max(sizes),
         "slowest_part_seconds": max(part["seconds"] for part in parts),
         "part_peak_rss_mb": max(part["peak_rss_mb"] for part in parts),
     }
@@ -709,17 +743,25 @@ def _run_parts(
 def _finish_parts(
     plan: RunPlan,
     name: str,
+    records_in: int,
     parts: list[dict],
     stats: dict[str, Any],
     decided_items: pl.DataFrame | None = None,
 ) -> None:
-    """Queue the review items of the parts (and of a by-key stage's decide step), and log."""
+    """Queue the review items of the parts (and of a by-key stage's decide step), and say in
+    a sentence what the stage did (its stats go to the run's summary artifact)."""
     reviewed = [pl.read_parquet(part["review_items"]) for part in parts if part["review_items"]]
     if decided_items is not None and decided_items.height:
         reviewed.insert(0, decided_items)
     if reviewed:
         stats["queued_new"] = _enqueue_for_review(plan, pl.concat(reviewed))
-    get_run_logger().info("%s: %s", name, json.dumps(stats))
+    records_out = sum(part["records_out"] for part in parts)
+    queued = f", {stats['queued_new']:,} new item(s) for review" if stats.get("queued_new") else ""
+    get_run_logger().info(
+        "%s: %s records in, %s out (%s dropped or quarantined%s) in %s part(s)",
+        name, f"{records_in:,}", f"{records_out:,}", f"{records_in - records_out:,}", queued,
+        len(parts),
+    )  # fmt: skip
 
 
 @task(**TASK_OPTIONS)
@@ -733,12 +775,13 @@ def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
         (built,) = _map_step(
             plan, name, "build", {"folder": [str(index)]}, {"input_dir": input_dir}
         )
-    parts, accounting = _run_parts(plan, name, input_dir, _rows(input_dir), index and str(index))
+    records = _rows(input_dir)
+    parts, accounting = _run_parts(plan, name, input_dir, records, index and str(index))
     if index is not None:
         shutil.rmtree(index)
         accounting |= {"build_seconds": built["seconds"], "build_peak_rss_mb": built["peak_rss_mb"]}
     stats = STAGES[name].merge_stats([part["stats"] for part in parts])
-    _finish_parts(plan, name, parts, stats)
+    _finish_parts(plan, name, records, parts, stats)
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
 
 
@@ -751,7 +794,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     stage = STAGES[name]
     by_key, slim = stage.load(), _slim(plan)
     if (stats := by_key.off(stage.settings(plan.config))) is not None:
-        get_run_logger().info("%s: off", name)
+        get_run_logger().info("%s: off in the run config; its input goes on unchanged", name)
         return {"path": input_dir, "stats": stats, "parts": {"parts": 0}}
     records = _rows(input_dir)
     offsets = _offsets(plan, records)
@@ -787,7 +830,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     parts, accounting = _run_parts(plan, name, input_dir, records, decided["decisions"])
     stats = by_key.merge_stats(decided["stats"], [part["stats"] for part in parts])
     review = decided["review_items"] and pl.read_parquet(decided["review_items"])
-    _finish_parts(plan, name, parts, stats, review)
+    _finish_parts(plan, name, records, parts, stats, review)
     _check_output(plan, stage)
     accounting |= {
         "key_partitions": partitions,
@@ -809,7 +852,7 @@ def _staging_dir(plan: RunPlan) -> Path:
     return plan.workdir / "datasets" / plan.config.name / f".staging-{plan.run_id}"
 
 
-@task(name="publish", **TASK_OPTIONS)
+@task(name="publish", task_run_name="publish", **TASK_OPTIONS)
 def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[str, Any]:
     """Write the shards and the manifest; beside the hash, the manifest records how the
     splits were made, every source's terms (synthetic ones with their generator), the
@@ -924,7 +967,7 @@ def _field_facts(plan: RunPlan, input_dir: Path) -> dict[str, Any]:
     }
 
 
-@task(name="commit", **TASK_OPTIONS)
+@task(name="commit", task_run_name="commit", **TASK_OPTIONS)
 def commit_task(plan: RunPlan, staging_dir: str, records_in: int, generated: int) -> dict[str, Any]:
     """Check the accounting, keep the ledger, then write the catalog row last."""
     # the parts stay until the version is in: a run killed here is resumed from them
@@ -1010,8 +1053,17 @@ def summarize(
             "ledger": str(plan.run_dir / "ledger.parquet"),
             "catalog": str(plan.workdir / CATALOG_FILE),
             "run": str(plan.run_dir),
+            "prefect": _flow_run_url(),
         },
     }
+
+
+def _flow_run_url() -> str | None:
+    """The run's page in the Prefect UI (None without a UI: a temporary server has none)."""
+    from prefect.runtime import flow_run
+    from prefect.utilities.urls import url_for
+
+    return url_for("flow-run", obj_id=flow_run.get_id())
 
 
 def label_conflict_rates(dedup_stats) -> dict[str, dict[str, float | int]]:
@@ -1055,12 +1107,25 @@ RECORD_STAGES = tuple(s.name for s in CURATE_STAGES if s.kind == "records")
 
 
 @flow(name="curate", log_prints=True, on_failure=[on_failure], on_crashed=[on_failure])
-def curate(config_path: str, resume: bool = False) -> dict[str, Any]:
+def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[str, Any]:
     """Curate the sources of a run config into a new published, cataloged dataset version.
-    The steps an earlier failed run of the same inputs finished are reused (flows/resume.py);
-    with `resume`, finding none is an error."""
+    When the latest version was built from exactly what this run would read, nothing is done
+    and its run's summary is returned (flows/unchanged.py), unless `force`. The steps an
+    earlier failed run of the same inputs finished are reused (flows/resume.py); with
+    `resume`, finding none is an error."""
     cfg = load_run_config(config_path)
     catalog = Catalog.open(cfg.workdir)
+    previous, inputs = unchanged.check(cfg, catalog)
+    if previous is not None and not (force or resume):
+        get_run_logger().info(
+            "unchanged: %s %s was built from these inputs, config, code and catalog state by "
+            "run %s; nothing to do (force=True runs anyway)",
+            cfg.name, previous["dataset_hash"][:12], previous["run_id"],
+        )  # fmt: skip
+        artifacts.publish_unchanged(previous)
+        return previous | {"unchanged_since": previous["run_id"]}
+    if cfg.gates.enabled:  # Great Expectations takes ~2 s to import: while the run starts
+        threading.Thread(target=importlib.import_module, args=("great_expectations",)).start()
     started = now()  # before plan_run reads the review decisions this run will apply
     plan = plan_run(cfg, catalog, started)
     catalog.start_run(plan.run_id, cfg.name, plan.config_hash, started_at=started)
@@ -1071,14 +1136,19 @@ def curate(config_path: str, resume: bool = False) -> dict[str, Any]:
         on_workers = cluster.enter_context(run_cluster(plan))  # the plan the stages run with
         resumed_from, reusable = _resume(plan, resume)
 
-        def step(name: str, run: Callable[[], dict]) -> dict:
-            """Reuse the step if the run resumed and every step before it was reused."""
+        def step(name: str, run: Callable[[], dict], records: str | None = None) -> dict:
+            """Reuse the step if the run resumed and every step before it was reused; else
+            run it, its progress counted in the records of the `records` folder."""
             if name in reusable:
                 steps[name] = {"seconds": 0.0, "peak_rss_mb": 0.0, "resumed_from": resumed_from}
+                progress.start(name)
+                progress.finish(name, f"reused from run {resumed_from}")
                 return reusable[name]
             reusable.clear()
-            with measured() as steps[name]:
+            total = _rows(records) if records else None
+            with shown_step(name, total) as note, measured() as steps[name]:
                 result = run()
+                note.append(_step_note(result))
             resume_steps.save(plan, name, result)
             return result
 
@@ -1088,19 +1158,21 @@ def curate(config_path: str, resume: bool = False) -> dict[str, Any]:
         stages: dict[str, dict] = {}
         path = ingested["path"]
         for name in RECORD_STAGES:
-            run_stage = STAGE_TASKS[STAGES[name].runs].with_options(name=name)
-            stages[name] = step(name, lambda: run_stage(on_workers, name, path))  # noqa: B023
+            run_stage = STAGE_TASKS[STAGES[name].runs].with_options(name=name, task_run_name=name)
+            stages[name] = step(name, lambda: run_stage(on_workers, name, path), path)  # noqa: B023
             path = stages[name]["path"]
             if name == "govern":
                 gates.append(step("governed gate", lambda: gate_task(plan, "governed", path)))  # noqa: B023
         reusable.clear()
         stats = {name: stage["stats"] for name, stage in stages.items()}
-        with measured() as steps["publish"]:
+        with shown_step("publish", _rows(path)) as note, measured() as steps["publish"]:
             staged = publish_task(plan, path, stats)
-        with measured() as steps["published gate"]:
+            note.append(f"{sum(staged['split_counts'].values()):,} records in the version")
+        with shown_step("published gate") as note, measured() as steps["published gate"]:
             gates.append(gate_task(plan, "published", staged["path"]))
+            note.append(_step_note(gates[-1]))
         generated = stages["augment"]["stats"].get("generated", 0)
-        with measured() as steps["commit"]:
+        with shown_step("commit"), measured() as steps["commit"]:
             committed = commit_task(plan, staged["path"], records_in, generated)
         summary = summarize(plan, records_in, committed, stats, staged)
         summary["steps"] = _with_records(steps, records_in, ingested, stages, staged)
@@ -1134,10 +1206,44 @@ def curate(config_path: str, resume: bool = False) -> dict[str, Any]:
         gate["gate"]: "skipped" if gate["skipped"] else f"passed {len(gate['checks'])} checks"
         for gate in gates
     }
-    with measured() as summary["steps"]["report"]:
+    with shown_step("report"), measured() as summary["steps"]["report"]:
         summary["paths"]["report"] = _report_version(plan, summary["dataset_hash"])
     (plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if inputs is not None:
+        unchanged.record(plan.run_dir, inputs, catalog, cfg)
+    artifacts.publish_run(summary, stats)
     return summary
+
+
+@contextmanager
+def shown_step(name: str, total: int | None = None) -> Iterator[list[str]]:
+    """Show a step's progress; what the block appends is said when it ends."""
+    note: list[str] = []
+    progress.start(name, total, "records" if total is not None else "")
+    try:
+        yield note
+    except BaseException:
+        progress.finish(name, "failed")
+        raise
+    progress.finish(name, "; ".join(note))
+
+
+def _step_note(result: dict[str, Any]) -> str:
+    """What a finished step says: a gate its checks, a stage the records it passed on."""
+    if "checks" in result:
+        failed = sum(not check["success"] for check in result["checks"])
+        return (
+            "skipped"
+            if result.get("skipped")
+            else f"{len(result['checks'])} checks, {failed} failed"
+        )
+    if "records_out" in result:
+        return f"{result['records_out']:,} records"
+    if result.get("parts") == {"parts": 0}:
+        return "off"
+    if "path" in result:
+        return f"{_rows(result['path']):,} records out"
+    return ""
 
 
 def _with_records(
@@ -1212,7 +1318,7 @@ def _resume(plan: RunPlan, required: bool) -> tuple[str | None, dict[str, dict]]
     return resumed_from, reusable
 
 
-@task(name="report", **TASK_OPTIONS)
+@task(name="report", task_run_name="report", **TASK_OPTIONS)
 def report_task(plan: RunPlan, dataset_hash: str) -> str:
     catalog = Catalog.open(plan.workdir)
     folder = write_version_report(catalog, catalog.version(dataset_hash))

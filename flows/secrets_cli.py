@@ -33,9 +33,9 @@ from typing import Annotated
 
 import polars as pl
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from flows.cli_common import stderr, stdout
 from pipeline.ingest import field_rows
 from pipeline.ingest.field_rows import field_batches
 from pipeline.ingest.files import ReadError, bad_row
@@ -49,7 +49,6 @@ secrets_app = typer.Typer(
     help="Find credentials and secrets in text data (exit 1 when any are found).",
     no_args_is_help=True,
 )
-stderr = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 @secrets_app.callback()
@@ -218,7 +217,7 @@ def scan(
         except Exception as error:  # exit 2, never 1 ("found"), on any error
             _fail(f"{path}: cannot read: {type(error).__name__}: {error}")
     if out.table.rows:
-        Console(file=sys.stdout, soft_wrap=True).print(out.table)
+        stdout.print(out.table)
     stderr.print(_summary(tally, time.perf_counter() - started))
     raise typer.Exit(1 if tally.by_type else 0)
 

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
-from flows.cli_common import JsonOption, emit, fail, stderr
+from flows.cli_common import JsonOption, emit, fail, human
 from pipeline.core.errors import ThresherError
 
 
@@ -37,7 +38,7 @@ def train(
     summary["report"] = refresh_report(config, summary["dataset_hash"])
     if as_json:
         emit(summary)
-    print_summary(summary)
+    print_summary(summary, human(as_json))
 
 
 def summarize(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
@@ -58,15 +59,15 @@ def summarize(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     }
 
 
-def print_summary(summary: dict[str, Any]) -> None:
+def print_summary(summary: dict[str, Any], out: Console) -> None:
     test = ", ".join(f"{key} {value:.4g}" for key, value in summary["test"].items())
-    stderr.print(
+    out.print(
         f"[bold]trained[/] {summary['objective']} on {summary['dataset_hash'][:16]}: "
         f"{summary['steps']} steps, best step {summary['best_step']}"
         + (" (stopped early)" if summary["stopped_early"] else ""),
         highlight=False,
     )
-    stderr.print(f"test: {test or 'no test split'}", highlight=False)
+    out.print(f"test: {test or 'no test split'}", highlight=False)
     for label in ("model", "manifest", "curves", "report"):
         if summary.get(label):
-            stderr.print(f"  {label:<9}{summary[label]}", highlight=False)
+            out.print(f"  {label:<9}{summary[label]}", highlight=False)
