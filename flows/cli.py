@@ -408,7 +408,7 @@ def server_start(as_json: JsonOption = False) -> None:
     if (url := configured_api_url()) and running_server() is None:
         fail(f"PREFECT_API_URL is set ({url}): runs use that server, not a local one", code=1)
     try:
-        ensure_server(_sayer(as_json))
+        ensure_server(_sayer(as_json), use=False)
     except ServerError as error:
         fail(str(error))
     _print_server(running_server(), as_json)

@@ -1145,10 +1145,11 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
                 progress.finish(name, f"reused from run {resumed_from}")
                 return reusable[name]
             reusable.clear()
-            total = _rows(records) if records else None
+            total = _rows(records) if records and progress.shown_anywhere() else None
             with shown_step(name, total) as note, measured() as steps[name]:
                 result = run()
-                note.append(_step_note(result))
+                if progress.shown_anywhere():
+                    note.append(_step_note(result))
             resume_steps.save(plan, name, result)
             return result
 
@@ -1165,12 +1166,13 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
                 gates.append(step("governed gate", lambda: gate_task(plan, "governed", path)))  # noqa: B023
         reusable.clear()
         stats = {name: stage["stats"] for name, stage in stages.items()}
-        with shown_step("publish", _rows(path)) as note, measured() as steps["publish"]:
+        total = _rows(path) if progress.shown_anywhere() else None
+        with shown_step("publish", total) as note, measured() as steps["publish"]:
             staged = publish_task(plan, path, stats)
             note.append(f"{sum(staged['split_counts'].values()):,} records in the version")
         with shown_step("published gate") as note, measured() as steps["published gate"]:
             gates.append(gate_task(plan, "published", staged["path"]))
-            note.append(_step_note(gates[-1]))
+            note.append(_step_note(gates[-1]))  # a few keys: no file read
         generated = stages["augment"]["stats"].get("generated", 0)
         with shown_step("commit"), measured() as steps["commit"]:
             committed = commit_task(plan, staged["path"], records_in, generated)

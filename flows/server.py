@@ -85,18 +85,25 @@ def _seconds(env: str, default: int) -> float:
         raise ServerError(f"{env}={value!r} is not a number of seconds") from None
 
 
-def ensure_server(say: Callable[[str], None] = lambda _: None) -> str:
+def ensure_server(say: Callable[[str], None] = lambda _: None, use: bool = True) -> str:
     """The API URL flows of this process report to: the user's, or this Prefect home's
     background server, started when none runs. Sets PREFECT_API_URL for this process (before
-    Prefect is imported) and its children, and registers this process as a user of it."""
+    Prefect is imported) and its children, and (with `use`) registers this process as a user
+    of it: it does not idle out while this process lives."""
     if url := configured_api_url():
+        if not _healthy(url, timeout=10):
+            raise ServerError(
+                f"the Prefect server at {url} (PREFECT_API_URL) does not answer: start it, or "
+                "unset PREFECT_API_URL and thresher runs a local one for you"
+            )
         return url
     folder = state_dir()
     with _locked(folder):
         state = running_server()
         if state is None:
             state = _start(folder, say)
-        _register_client(folder)
+        if use:
+            _register_client(folder)
     os.environ["PREFECT_API_URL"] = state["api_url"]
     return state["api_url"]
 
@@ -298,10 +305,12 @@ def _terminate(pid: int, started: float) -> None:
         return
     process = psutil.Process(pid)
     process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(15)
-    except psutil.TimeoutExpired:
-        process.kill()
+    deadline = time.monotonic() + 15
+    while _alive(pid, started):  # a zombie counts as stopped: its parent reaps it
+        if time.monotonic() > deadline:
+            process.kill()
+            return
+        time.sleep(0.1)
 
 
 def serve(port: int, idle_timeout: float) -> None:

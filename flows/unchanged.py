@@ -14,6 +14,7 @@ nothing.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import subprocess
@@ -170,8 +171,10 @@ def _code() -> dict[str, Any]:
     return {"version": str(state), "diff": diff}
 
 
+@functools.cache
 def _packages() -> str:
-    """A digest of the installed distributions and their versions (the environment's lock)."""
+    """A digest of the installed distributions and their versions (the environment's lock):
+    those this process started with (it runs the code it loaded then)."""
     installed = sorted(
         f"{dist.metadata['Name']}=={dist.version}" for dist in metadata.distributions()
     )

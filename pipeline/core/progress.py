@@ -37,6 +37,11 @@ def shown(display: Display | None) -> Iterator[None]:
         _display = previous
 
 
+def shown_anywhere() -> bool:
+    """Whether a display shows progress (else what it would say need not be computed)."""
+    return _display is not None
+
+
 def start(step: str, total: int | None = None, unit: str = "records") -> None:
     """`step` began (again: its total became known)."""
     if _display is not None:

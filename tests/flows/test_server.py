@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from prefect_services import QUIET_ENV, describe, survivors
+from prefect_services import QUIET_ENV, describe, free_port, survivors
 
 from flows import server
 
@@ -39,9 +39,11 @@ def _state(home: Path) -> dict:
 
 
 @pytest.mark.services
-def test_runs_on_a_loaded_machine_start_one_server_and_reuse_it_until_it_is_stopped(tmp_path):
+def test_a_run_on_a_loaded_machine_starts_the_server_that_later_commands_reuse_until_idle(
+    tmp_path,
+):
     home = tmp_path / "prefect-home"
-    env = _user_env(home)
+    env = _user_env(home, THRESHER_SERVER_IDLE_TIMEOUT="8")
     assert _thresher(env, "init", tmp_path / "project").returncode == 0
     config = tmp_path / "project" / "thresher.yaml"
     burners = [  # both cores busy, at the run's own priority, while the server starts
@@ -55,40 +57,81 @@ def test_runs_on_a_loaded_machine_start_one_server_and_reuse_it_until_it_is_stop
             burner.wait()
     assert first.returncode == 0, first.stderr[-3000:]
     assert "starting a Prefect server for" in first.stderr
+    assert "ingested gate: done in" in first.stderr and "contamination: started" in first.stderr
     summary = json.loads(first.stdout)
     assert summary["published"] == 39 and summary["created"]
     started = _state(home)
     assert summary["paths"]["prefect"].startswith(started["ui_url"])
 
-    # the next run reuses it (no start), shows where it is, and keeps its summary on stdout
-    forced = _thresher(env, "run", "--config", config, "--force")
-    assert forced.returncode == 0, forced.stderr[-3000:]
-    assert "starting a Prefect server" not in forced.stderr
-    assert "ingested gate: done in" in forced.stderr and "contamination: started" in forced.stderr
-    assert forced.stdout.startswith(f"dataset {summary['name']}  hash {summary['dataset_hash']}")
-    assert _state(home)["pid"] == started["pid"]
-
-    status = json.loads(_thresher(env, "server", "status", "--json").stdout)
-    assert status["running"] and status["pid"] == started["pid"] and status["clients"] == []
-    stopped = _thresher(env, "server", "stop")
-    assert stopped.returncode == 0 and f"pid {started['pid']}" in stopped.stdout
-    assert (
-        not psutil.pid_exists(started["pid"])
-        or psutil.Process(started["pid"]).status() == psutil.STATUS_ZOMBIE
-    )
-    assert _thresher(env, "server", "status").returncode == 1
-
-    # a server nobody uses stops by itself after its idle timeout
-    idle = _user_env(home, THRESHER_SERVER_IDLE_TIMEOUT="3")
-    assert _thresher(idle, "server", "start").returncode == 0
-    pid = _state(home)["pid"]
+    # the next command that needs it reuses it; nobody uses it now, so it stops by itself
+    again = _thresher(env, "server", "start", "--json")
+    assert again.returncode == 0 and "starting" not in again.stderr
+    status = json.loads(again.stdout)
+    assert status["pid"] == started["pid"] and status["clients"] == []
     deadline = time.monotonic() + 60
-    while psutil.pid_exists(pid) and time.monotonic() < deadline:
+    while _alive(started["pid"]) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not psutil.pid_exists(pid), "the idle server did not stop"
+    assert not _alive(started["pid"]), "the idle server did not stop"
     assert not (home / "thresher-server" / "server.json").exists()
+    assert _thresher(env, "server", "status").returncode == 1
     left = survivors(home)
     assert not left, describe(left)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+HEALTH = """
+import http.server, sys
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/api/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+
+
+def test_server_stop_refuses_while_a_run_uses_the_server_unless_forced(tmp_path):
+    """`thresher server status` and `stop` against a stand-in that answers /api/health as
+    the background server does: stopping it while a thresher process is registered as its
+    user would fail that run."""
+    home = tmp_path / "home"
+    env = _user_env(home)
+    port = free_port()
+    stand_in = subprocess.Popen([sys.executable, "-c", HEALTH, str(port)])
+    user = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        folder = home / "thresher-server"
+        (folder / "clients").mkdir(parents=True)
+        url = f"http://127.0.0.1:{port}"
+        state = {"pid": stand_in.pid, "started": psutil.Process(stand_in.pid).create_time(),
+                 "api_url": f"{url}/api", "ui_url": url, "idle_timeout": 60, "log": "x"}  # fmt: skip
+        (folder / "server.json").write_text(json.dumps(state))
+        (folder / "clients" / str(user.pid)).write_text(str(psutil.Process(user.pid).create_time()))
+        (folder / "clients" / "999999").write_text("1.0")  # a user long gone: forgotten
+        deadline = time.monotonic() + 10
+        while _thresher(env, "server", "status").returncode != 0 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the stand-in starts listening
+        status = json.loads(_thresher(env, "server", "status", "--json").stdout)
+        assert status["running"] and status["clients"] == [user.pid]
+        refused = _thresher(env, "server", "stop")
+        assert refused.returncode == 1 and f"(pid {user.pid})" in refused.stderr
+        assert stand_in.poll() is None
+        stopped = _thresher(env, "server", "stop", "--force")
+        assert stopped.returncode == 0 and f"pid {stand_in.pid}" in stopped.stdout
+        assert stand_in.wait(timeout=10) is not None
+        assert not (folder / "server.json").exists()
+        assert _thresher(env, "server", "stop").stdout.startswith("no Prefect server was running")
+    finally:
+        for process in (stand_in, user):
+            process.kill()
+            process.wait()
 
 
 def test_the_next_run_stops_a_temporary_server_whose_run_was_killed(tmp_path, monkeypatch):
@@ -131,15 +174,26 @@ def test_the_api_url_a_user_chose_wins_over_a_background_server(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = _user_env(home)
-    probe = [sys.executable, "-c", "from flows.server import ensure_server; print(ensure_server())"]
+    probe = [sys.executable, "-c", "from flows.server import configured_api_url as c; print(c())"]
 
     def chosen(**extra: str) -> str:
         found = subprocess.run(probe, env=env | extra, capture_output=True, text=True, check=True)
         return found.stdout.strip()
 
+    assert chosen() == "None"
     (home / "profiles.toml").write_text(
         'active = "team"\n[profiles.team]\nPREFECT_API_URL = "http://prefect.example:4200/api"\n'
     )
     assert chosen() == "http://prefect.example:4200/api"  # the active profile's
     assert chosen(PREFECT_API_URL="http://127.0.0.1:9/api") == "http://127.0.0.1:9/api"
-    assert not (home / "thresher-server").exists()  # nothing started
+    # a chosen server that does not answer is named, and no local one is started instead
+    down = subprocess.run(
+        [sys.executable, "-c", "from flows.server import ensure_server; ensure_server()"],
+        env=env | {"PREFECT_API_URL": "http://127.0.0.1:9/api"}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert down.returncode != 0
+    assert (
+        "the Prefect server at http://127.0.0.1:9/api (PREFECT_API_URL) does not answer"
+        in down.stderr
+    )
+    assert not (home / "thresher-server").exists()
