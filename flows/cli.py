@@ -187,8 +187,10 @@ def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
     ensure_server(say)
     import prefect.main  # noqa: F401  (configures Prefect's logging)
 
+    prefect_logs = logging.getLogger("prefect")
+    level = prefect_logs.level
     if not verbose:
-        logging.getLogger("prefect").setLevel(logging.WARNING)
+        prefect_logs.setLevel(logging.WARNING)
     if quiet:
         display = None
     elif stderr.is_terminal:
@@ -196,6 +198,7 @@ def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
     else:
         display = progress.LineDisplay(sys.stderr)
     with ExitStack() as stack:
+        stack.callback(prefect_logs.setLevel, level)
         if isinstance(display, progress.LiveDisplay):
             stack.enter_context(display)
         stack.enter_context(progress.shown(display))
