@@ -7,7 +7,8 @@ the same way (a fresh Python process against the same warm server).
 Every command runs in a fresh process with a Prefect home of its own (bench/out/startup/),
 interleaved, `--repeats` rounds (5), median. For each: wall time from the spawn to the exit,
 the time to the first line on stdout or stderr, and the peak of the summed RSS of every
-process of the command's tree and of the background Prefect server (sampled every 20 ms).
+process of the command's tree (sampled every 20 ms), plus the background Prefect server's for
+the runs and the bare flow (a temporary server is a child of the run: always in its tree).
 The first run on a fresh Prefect home (the server's database created) is measured once.
 
 `--code-root DIR` measures another checkout's code (e.g. a `git worktree` of an earlier
@@ -50,9 +51,9 @@ print(bare(int(sys.argv[1])))
 """
 
 
-def measure(command: list[str], env: dict[str, str], cwd: Path) -> dict:
+def measure(command: list[str], env: dict[str, str], cwd: Path, served: bool = False) -> dict:
     """Wall seconds, seconds to the first output line, peak summed RSS of the process tree
-    and of the background Prefect server that serves it (started by it or before it)."""
+    and, for a command the background Prefect server `served`, of that server too."""
     home = Path(env["PREFECT_HOME"])
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -77,7 +78,7 @@ def measure(command: list[str], env: dict[str, str], cwd: Path) -> dict:
     while process.poll() is None:
         try:
             tree = {root, *root.children(recursive=True)}
-            if (home / "thresher-server" / "server.json").exists():
+            if served and (home / "thresher-server" / "server.json").exists():
                 state = json.loads((home / "thresher-server" / "server.json").read_text())
                 tree.add(psutil.Process(state["pid"]))
             peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
@@ -155,7 +156,7 @@ def main() -> None:
             subprocess.run(thresher("server", "stop", "--force"), env=env, capture_output=True)
 
     results: dict[str, list[dict]] = {}
-    first = measure(thresher("run", "-c", config), env, project)
+    first = measure(thresher("run", "-c", config), env, project, served=True)
     results["first run, fresh Prefect home"] = [first]
     force = ["--force"] if background else []
     tasks = None
@@ -173,10 +174,11 @@ def main() -> None:
             "thresher config validate": thresher("config", "validate", config),
         }
         for name, command in sides.items():
-            results.setdefault(name, []).append(measure(command, env, project))
+            served = name.startswith("sample run")
+            results.setdefault(name, []).append(measure(command, env, project, served))
         if tasks:
             bare_env = env | {"PREFECT_API_URL": server_url(home)}
-            bare = measure([PYTHON, str(base / "bare.py"), str(tasks)], bare_env, project)
+            bare = measure([PYTHON, str(base / "bare.py"), str(tasks)], bare_env, project, True)
             results.setdefault(f"bare Prefect flow, {tasks} no-op tasks, warm server", []).append(
                 bare
             )
