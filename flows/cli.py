@@ -1,7 +1,8 @@
 """The `thresher` command line.
 
-Conventions: with `--json`, one JSON object per line on stdout; summaries and progress on
-stderr. Exit 0 clean, 1 findings (e.g. a shard that fails verification), 2 error.
+Conventions (flows/cli_common.py): the human summary on stdout, progress and logs on stderr;
+with `--json`, one JSON object per line on stdout and the human summary on stderr. Exit 0
+clean, 1 findings (e.g. a shard that fails verification), 2 error.
 """
 
 from __future__ import annotations
