@@ -187,11 +187,14 @@ def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
         say(f"stopped {len(stopped)} Prefect temporary server(s) left by killed runs")
     ensure_server(say)
     import prefect.main  # noqa: F401  (configures Prefect's logging)
+    from prefect.logging.handlers import PrefectConsoleHandler
 
-    prefect_logs = logging.getLogger("prefect")
-    level = prefect_logs.level
+    # only the console's copy: the Prefect UI still gets every log line
+    consoles = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
+    levels = [handler.level for handler in consoles]
     if not verbose:
-        prefect_logs.setLevel(logging.WARNING)
+        for handler in consoles:
+            handler.setLevel(logging.WARNING)
     if quiet:
         display = None
     elif stderr.is_terminal:
@@ -199,7 +202,8 @@ def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
     else:
         display = progress.LineDisplay(sys.stderr)
     with ExitStack() as stack:
-        stack.callback(prefect_logs.setLevel, level)
+        for handler, level in zip(consoles, levels, strict=True):
+            stack.callback(handler.setLevel, level)
         if isinstance(display, progress.LiveDisplay):
             stack.enter_context(display)
         stack.enter_context(progress.shown(display))
@@ -207,7 +211,7 @@ def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
 
 
 def _print_summary(summary: dict[str, Any], out: Console) -> None:
-    state = "new version" if summary["created"] else "unchanged: identical to an existing version"
+    state = "new version" if summary["created"] else "identical to an existing version"
     if summary.get("unchanged_since"):
         state = (
             f"unchanged: nothing changed since run {summary['unchanged_since']} built it; "

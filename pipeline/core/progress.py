@@ -170,6 +170,7 @@ class LiveDisplay:
             refresh_per_second=5,
         )
         self.tasks: dict[str, tuple] = {}  # step -> (task id, started, unit)
+        self.inner: set[str] = set()  # loops inside a step: their rows go when they end
         self.lock = threading.Lock()
 
     def __enter__(self) -> LiveDisplay:
@@ -188,6 +189,8 @@ class LiveDisplay:
                 return
             task = self.bars.add_task(step, total=total, unit=unit, rate="")
             self.tasks[step] = (task, time.monotonic(), unit)
+            if inner:
+                self.inner.add(step)
 
     def advance(self, step: str, done: int, phase: str | None = None) -> None:
         with self.lock:
@@ -205,6 +208,10 @@ class LiveDisplay:
             if step not in self.tasks:
                 return
             task, began, unit = self.tasks.pop(step)
+            if step in self.inner:
+                self.inner.discard(step)
+                self.bars.remove_task(task)
+                return
             current = self.bars.tasks[self._index(task)]
             if current.total is None:
                 self.bars.update(task, total=max(current.completed, 1))

@@ -50,3 +50,32 @@ def test_an_unexpected_error_exits_2_with_a_message(tmp_path, monkeypatch, capsy
         main()
     assert exit_info.value.code == 2
     assert "unexpected DatabaseError" in capsys.readouterr().err
+
+
+def test_version_names_the_package_version_and_the_commit():
+    from pipeline.core.code_version import code_state
+
+    result = runner.invoke(app, ["--version"])
+    state = code_state()
+    assert result.exit_code == 0
+    assert result.stdout.startswith(f"thresher {state.version}")
+    if state.commit:
+        assert f"(commit {state.commit[:12]}" in result.stdout
+
+
+def test_tables_off_a_terminal_keep_every_column_whole(tmp_path, monkeypatch):
+    """A table printed to a file or pipe is as wide as it needs (COLUMNS unset)."""
+    from rich.table import Table
+
+    from flows.cli_common import stdout
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    table = Table("name", "path")
+    table.add_row("x", "/a/" + "very-long-folder-name/" * 12 + "manifest.json")
+    with stdout.capture() as captured:
+        stdout.print(table)
+    assert "manifest.json" in captured.get() and "…" not in captured.get()
+    monkeypatch.setenv("COLUMNS", "60")  # as the user asks
+    with stdout.capture() as captured:
+        stdout.print(table)
+    assert max(len(line) for line in captured.get().splitlines()) <= 60

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -75,6 +76,18 @@ def test_a_run_on_a_loaded_machine_starts_the_server_that_later_commands_reuse_u
     assert summary["published"] == 39 and summary["created"]
     started = _state(home)
     assert summary["paths"]["prefect"].startswith(started["ui_url"])
+    # the Prefect UI's story of the run: task runs named for what they do, two artifacts
+    flow_run = summary["paths"]["prefect"].rsplit("/", 1)[1]
+    only_this_run = {"flow_runs": {"id": {"any_": [flow_run]}}}
+    names = {run["name"] for run in _api(started, "task_runs/filter", only_this_run)}
+    assert {"ingest", "gate-ingested", "govern", "gate-governed", "near_dedup", "publish"} <= names
+    assert {"gate-published", "commit", "report"} <= names
+    artifacts = {a["key"]: a for a in _api(started, "artifacts/filter", only_this_run)}
+    assert set(artifacts) == {"sms-sample-summary", "sms-sample-drops"}
+    assert summary["dataset_hash"] in artifacts["sms-sample-summary"]["data"]
+    assert json.loads(artifacts["sms-sample-drops"]["data"]) == [
+        {"outcome": "dropped", "reason": "invalid_characters", "records": 1}
+    ]
 
     # the next command that needs it reuses it; nobody uses it now, so it stops by itself
     again = _thresher(env, "server", "start", "--json")
@@ -89,6 +102,15 @@ def test_a_run_on_a_loaded_machine_starts_the_server_that_later_commands_reuse_u
     assert _thresher(env, "server", "status").returncode == 1
     left = survivors(home)
     assert not left, describe(left)
+
+
+def _api(state: dict, path: str, body: dict) -> list[dict]:
+    request = urllib.request.Request(
+        f"{state['api_url']}/{path}", data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
 
 
 def _alive(pid: int) -> bool:

@@ -52,7 +52,9 @@ def test_a_rerun_with_nothing_changed_does_nothing_and_every_input_counts(
     assert again.exit_code == 0, again.stderr
     assert f"nothing changed since run {first['run_id']}" in again.stdout
     assert len(Catalog.open(workdir).runs()) == 1  # no run started
-    as_json = json.loads(thresher("run", "--config", config, "--json").stdout)
+    with_json = thresher("run", "--config", config, "--json")  # the JSON on stdout, text on stderr
+    as_json = json.loads(with_json.stdout)
+    assert f"nothing changed since run {first['run_id']}" in with_json.stderr
     assert as_json["unchanged_since"] == first["run_id"]
     assert as_json["dataset_hash"] == first["dataset_hash"]
     assert _differs(config) == set()
