@@ -31,6 +31,7 @@ from flows.cli_common import (
     find_version,
     human,
     open_catalog,
+    progress_shown,
     stderr,
     stdout,
 )
@@ -181,7 +182,6 @@ def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
     progress on stderr: a live display on a terminal, plain lines elsewhere; Prefect's own
     console logs only with --verbose (they are in the Prefect UI either way)."""
     from flows.server import ensure_server, sweep_orphaned_temporary_servers
-    from pipeline.core import progress
 
     if stopped := sweep_orphaned_temporary_servers():
         say(f"stopped {len(stopped)} Prefect temporary server(s) left by killed runs")
@@ -195,18 +195,10 @@ def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
     if not verbose:
         for handler in consoles:
             handler.setLevel(logging.WARNING)
-    if quiet:
-        display = None
-    elif stderr.is_terminal:
-        display = progress.LiveDisplay(stderr)
-    else:
-        display = progress.LineDisplay(sys.stderr)
     with ExitStack() as stack:
         for handler, level in zip(consoles, levels, strict=True):
             stack.callback(handler.setLevel, level)
-        if isinstance(display, progress.LiveDisplay):
-            stack.enter_context(display)
-        stack.enter_context(progress.shown(display))
+        stack.enter_context(progress_shown(quiet))
         yield
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -59,6 +61,22 @@ RefArgument = Annotated[str, typer.Argument(help="Dataset hash or a unique prefi
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help="Take the work folder from this run config.")
 ]
+
+
+@contextmanager
+def progress_shown(quiet: bool) -> Iterator[None]:
+    """Show this process's progress on stderr while the block runs: live rows on a terminal,
+    plain lines elsewhere, nothing with --quiet."""
+    from pipeline.core import progress
+
+    if quiet:
+        yield
+    elif stderr.is_terminal:
+        with progress.LiveDisplay(stderr) as display, progress.shown(display):
+            yield
+    else:
+        with progress.shown(progress.LineDisplay(sys.stderr)):
+            yield
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from flows.cli_common import JsonOption, emit, fail, human
+from flows.cli_common import JsonOption, emit, fail, human, progress_shown
 from pipeline.core.errors import ThresherError
 
 
@@ -24,12 +24,16 @@ def train(
         typer.Option("--resume", help="A training run folder: go on from its last checkpoint."),
     ] = None,
     as_json: JsonOption = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
 ) -> None:
     """Train on a published version, verified shard by shard; write a run manifest."""
     from training.run import train as run_training
 
     try:
-        result = run_training(config, None if resume and dataset == "latest" else dataset, resume)
+        with progress_shown(quiet):
+            result = run_training(
+                config, None if resume and dataset == "latest" else dataset, resume
+            )
     except ThresherError as error:
         fail(str(error))
     summary = summarize(result.manifest, result.run_dir)

@@ -131,7 +131,9 @@ def _where(state: dict, now: float, phase: str | None) -> str:
     seconds = now - state["at"]
     parts = [phase] if phase else []
     if total:
-        parts.append(f"{done:,} of {total:,} {unit} ({done / total:.0%})".strip())
+        parts.append(
+            " ".join(filter(None, [f"{done:,} of {total:,}", unit, f"({done / total:.0%})"]))
+        )
         if done and done < total:
             parts.append(f"ETA {(total - done) * seconds / done:.0f} s")
     elif done:
