@@ -133,6 +133,8 @@ def test_quantile_cutoffs_are_frozen_at_the_first_publish(tmp_path):
     cutoffs = first["split"]["cutoffs"]
     assert not first["split"]["cutoffs_frozen"]
     assert cutoffs["validation"] < cutoffs["test"]
+    # the cutoffs it froze are part of what it was built from: a rerun has nothing to do
+    assert run(config)["unchanged_since"] == first["run_id"]
 
     every = {**source, "location": "*/changelog.Debian.gz"}
     config = write_project(tmp_path, [every], split=split, policy=DEBIAN_POLICY)
