@@ -172,7 +172,11 @@ def _unchanged(cfg) -> dict[str, Any] | None:
 
     if not os.environ.get(CATALOG_URL_ENV) and not (Path(cfg.workdir) / CATALOG_FILE).exists():
         return None
-    previous, _ = unchanged.check(cfg, Catalog.open(cfg.workdir))
+    try:
+        catalog = Catalog.open(cfg.workdir)
+    except ThresherError:
+        return None  # the run reports it
+    previous, _ = unchanged.check(cfg, catalog)
     return previous and previous | {"unchanged_since": previous["run_id"]}
 
 
@@ -405,31 +409,35 @@ def server_start(as_json: JsonOption = False) -> None:
     """Start this Prefect home's server in the background (runs start it when needed)."""
     from flows.server import ServerError, configured_api_url, ensure_server, running_server
 
-    if (url := configured_api_url()) and running_server() is None:
+    if url := configured_api_url():
         fail(f"PREFECT_API_URL is set ({url}): runs use that server, not a local one", code=1)
     try:
         ensure_server(_sayer(as_json), use=False)
     except ServerError as error:
         fail(str(error))
-    _print_server(running_server(), as_json)
+    state = running_server()
+    if state is None:
+        fail("the Prefect server stopped as soon as it answered; see `thresher server status`")
+    _print_server(state, as_json)
 
 
 @server_app.command("status")
 def server_status(as_json: JsonOption = False) -> None:
     """Whether this Prefect home's server runs: its address, UI, users and idle timeout."""
-    from flows.server import configured_api_url, running_server
+    from flows.server import configured_api_url, recorded_server, running_server
 
     state = running_server()
     if state is None:
-        url = configured_api_url()
+        url, recorded = configured_api_url(), recorded_server()
         if as_json:
-            emit({"running": False, "configured_api_url": url})
-        stdout.print(
-            f"runs use the Prefect server at {url} (PREFECT_API_URL)"
-            if url
-            else "no Prefect server running; `thresher run` starts one when it needs it",
-            highlight=False,
-        )
+            emit({"running": False, "configured_api_url": url, "not_answering": recorded})
+        if url:
+            said = f"runs use the Prefect server at {url} (PREFECT_API_URL)"
+        elif recorded:
+            said = f"the Prefect server (pid {recorded['pid']}) runs but does not answer yet"
+        else:
+            said = "no Prefect server running; `thresher run` starts one when it needs it"
+        human(as_json).print(said, highlight=False)
         raise typer.Exit(0 if url else 1)
     _print_server(state, as_json)
 
@@ -463,7 +471,7 @@ def _print_server(state: dict[str, Any], as_json: bool) -> None:
     facts = state | {
         "running": True,
         "prefect_home": str(prefect_home()),
-        "uptime_seconds": round(time.time() - state["started"]),
+        "uptime_seconds": round(time.time() - state["started_at"]),
         "clients": clients(),
     }
     if as_json:

@@ -35,6 +35,7 @@ import polars as pl
 import psutil
 from prefect import flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import as_completed
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -640,10 +641,12 @@ def _map_step(
     parameters = mapped | {key: unmapped(value) for key, value in fixed.items()}
     with reachable_api(plan.config.runner), task_runner(plan.config.runner) as runner:
         futures = runner.map(named, parameters)
-        results = []
-        for index, future in enumerate(futures):
-            results.append(future.result())
-            progress.advance(name, records[index] if records else 0, phase.format(index + 1))
+        place = {future.task_run_id: index for index, future in enumerate(futures)}
+        results: list[dict] = [{}] * items
+        for done, future in enumerate(as_completed(futures), start=1):  # a failure ends it
+            index = place[future.task_run_id]
+            results[index] = future.result()
+            progress.advance(name, records[index] if records else 0, phase.format(done))
         return results
 
 

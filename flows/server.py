@@ -18,6 +18,7 @@ Its state lives in <PREFECT_HOME>/thresher-server/: `server.json` (pid, address)
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import json
 import os
@@ -28,7 +29,6 @@ import sys
 import threading
 import time
 import tomllib
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -99,9 +99,11 @@ def ensure_server(say: Callable[[str], None] = lambda _: None, use: bool = True)
         return url
     folder = state_dir()
     with _locked(folder):
-        state = running_server()
+        state = recorded_server()
         if state is None:
             state = _start(folder, say)
+        elif not _healthy(state["api_url"], timeout=5):
+            _wait_until_healthy(state, say)  # busy, or still starting for a run that died
         if use:
             _register_client(folder)
     os.environ["PREFECT_API_URL"] = state["api_url"]
@@ -119,9 +121,8 @@ def _locked(folder: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def running_server() -> dict[str, Any] | None:
-    """The background server's state when its process runs and answers, else None (a stale
-    state file is removed; a process that stopped answering is stopped)."""
+def recorded_server() -> dict[str, Any] | None:
+    """The background server's recorded state while its process lives (a stale file goes)."""
     state_file = state_dir() / "server.json"
     try:
         state = json.loads(state_file.read_text())
@@ -130,17 +131,41 @@ def running_server() -> dict[str, Any] | None:
     if not _alive(state["pid"], state["started"]):
         state_file.unlink(missing_ok=True)
         return None
-    if _healthy(state["api_url"], timeout=10):
-        return state
-    _terminate(state["pid"], state["started"])
-    state_file.unlink(missing_ok=True)
-    return None
+    return state
+
+
+def running_server() -> dict[str, Any] | None:
+    """The background server's state when its process lives and answers, else None. Never
+    stops it: a server slow to answer on a busy machine may be serving a run."""
+    state = recorded_server()
+    return state if state is not None and _healthy(state["api_url"], timeout=10) else None
+
+
+def _wait_until_healthy(state: dict[str, Any], say: Callable[[str], None]) -> None:
+    timeout = _seconds(START_TIMEOUT_ENV, DEFAULT_START_TIMEOUT)
+    say(f"waiting for the Prefect server at {state['ui_url']} (pid {state['pid']}) to answer")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(state["pid"], state["started"]):
+            raise ServerError(
+                f"the Prefect server (pid {state['pid']}) exited before it answered; see "
+                f"{state['log']}, then run again"
+            )
+        if _healthy(state["api_url"], timeout=5):
+            return
+        time.sleep(0.5)
+    raise ServerError(
+        f"the Prefect server at {state['ui_url']} (pid {state['pid']}) does not answer within "
+        f"{timeout:.0f} s (log: {state['log']}): allow it longer ({START_TIMEOUT_ENV}=900), or "
+        "stop it (`thresher server stop --force`) and run again"
+    )
 
 
 def _start(folder: Path, say: Callable[[str], None]) -> dict[str, Any]:
     timeout = _seconds(START_TIMEOUT_ENV, DEFAULT_START_TIMEOUT)
     idle = _seconds(IDLE_TIMEOUT_ENV, DEFAULT_IDLE_TIMEOUT)
     log_path = folder / "server.log"
+    state_file = folder / "server.json"
     say(f"starting a Prefect server for {prefect_home()} (once: later runs reuse it)")
     started_at = time.monotonic()
     for _attempt in range(3):  # another program may take the free port before the server does
@@ -162,27 +187,34 @@ def _start(folder: Path, say: Callable[[str], None]) -> dict[str, Any]:
             )
         state = {
             "pid": process.pid,
-            "started": _create_time(process.pid),
+            "started": _start_ticks(process.pid),  # with the pid, which process it is
+            "started_at": time.time(),
             "api_url": f"http://127.0.0.1:{port}/api",
             "ui_url": f"http://127.0.0.1:{port}",
             "idle_timeout": idle,
             "log": str(log_path),
         }
+        # recorded at once: a run killed while it starts leaves a server the next run finds
+        state_file.write_text(json.dumps(state) + "\n")
         next_note = 10.0
-        while time.monotonic() - started_at < timeout:
-            if process.poll() is not None:
-                break
-            if _healthy(state["api_url"], timeout=2):
-                (folder / "server.json").write_text(json.dumps(state) + "\n")
-                say(
-                    f"Prefect server ready at {state['ui_url']} in {time.monotonic() - started_at:.0f} s"
-                )
-                return state
-            if time.monotonic() - started_at > next_note:
-                say(f"still starting the Prefect server ({time.monotonic() - started_at:.0f} s)")
-                next_note += 10
-            time.sleep(0.2)
-        else:
+        try:
+            while time.monotonic() - started_at < timeout and process.poll() is None:
+                if _healthy(state["api_url"], timeout=2):
+                    waited = time.monotonic() - started_at
+                    say(f"Prefect server ready at {state['ui_url']} in {waited:.0f} s")
+                    return state
+                if time.monotonic() - started_at > next_note:
+                    say(
+                        f"still starting the Prefect server ({time.monotonic() - started_at:.0f} s)"
+                    )
+                    next_note += 10
+                time.sleep(0.2)
+        except BaseException:  # interrupted (Ctrl-C): no half-started server is left behind
+            _terminate(process.pid, state["started"])
+            state_file.unlink(missing_ok=True)
+            raise
+        state_file.unlink(missing_ok=True)
+        if process.poll() is None:  # still starting when the time ran out
             _terminate(process.pid, state["started"])
             raise ServerError(
                 f"the Prefect server did not answer within {timeout:.0f} s (log: {log_path}). "
@@ -202,7 +234,7 @@ def stop_server(force: bool = False) -> dict[str, Any] | None:
     processes use it, unless forced: their runs would fail."""
     folder = state_dir()
     with _locked(folder):
-        state = running_server()
+        state = recorded_server()
         if state is None:
             return None
         users = clients()
@@ -221,8 +253,9 @@ def clients() -> list[int]:
     live = []
     for entry in (state_dir() / "clients").glob("*"):
         try:
-            pid, started = int(entry.name), float(entry.read_text())
+            pid, started = int(entry.name), int(entry.read_text())
         except (OSError, ValueError):
+            entry.unlink(missing_ok=True)
             continue
         if _alive(pid, started):
             live.append(pid)
@@ -234,7 +267,7 @@ def clients() -> list[int]:
 def _register_client(folder: Path) -> None:
     entry = folder / "clients" / str(os.getpid())
     entry.parent.mkdir(exist_ok=True)
-    entry.write_text(str(_create_time(os.getpid())))
+    entry.write_text(str(_start_ticks(os.getpid())))
     atexit.register(entry.unlink, missing_ok=True)
 
 
@@ -264,7 +297,9 @@ def sweep_orphaned_temporary_servers() -> list[int]:
             stopped.append(process.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-    psutil.wait_procs([psutil.Process(pid) for pid in stopped if psutil.pid_exists(pid)], 5)
+    deadline = time.monotonic() + 5
+    while any(_running(pid) for pid in stopped) and time.monotonic() < deadline:
+        time.sleep(0.1)
     return stopped
 
 
@@ -272,7 +307,7 @@ def _healthy(api_url: str, timeout: float) -> bool:
     try:
         with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as response:
             return response.status == 200
-    except (OSError, urllib.error.URLError):
+    except Exception:  # noqa: BLE001 — refused, timed out, reset, malformed: not answering
         return False
 
 
@@ -282,33 +317,40 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _create_time(pid: int) -> float:
-    import psutil
+def _start_ticks(pid: int) -> int:
+    """When a process started, in clock ticks since boot: with its pid, who it is (a later
+    process may get the same pid). A wall-clock start time would move with a clock step."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[19])
 
-    return psutil.Process(pid).create_time()
 
-
-def _alive(pid: int, started: float) -> bool:
-    import psutil
-
+def _running(pid: int) -> bool:
     try:
-        process = psutil.Process(pid)
-        return process.create_time() == started and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
-def _terminate(pid: int, started: float) -> None:
-    import psutil
+def _alive(pid: int, started: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[0] != "Z" and int(fields[19]) == started  # a zombie has stopped
 
+
+def _terminate(pid: int, started: int) -> None:
     if not _alive(pid, started):
         return
-    process = psutil.Process(pid)
-    process.send_signal(signal.SIGTERM)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 15
     while _alive(pid, started):  # a zombie counts as stopped: its parent reaps it
         if time.monotonic() > deadline:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             return
         time.sleep(0.1)
 
@@ -339,14 +381,25 @@ def serve(port: int, idle_timeout: float) -> None:
             if clients():
                 last_used = time.monotonic()
             elif time.monotonic() - last_used > idle_timeout:
-                print(f"idle for {idle_timeout:.0f} s: stopping", flush=True)
-                server.should_exit = True
+                # decided under the lock a run takes to pick a server: none picks this one
+                # as it goes, and none that just picked it is left without it
+                with _locked(state_dir()):
+                    if clients() or time.monotonic() - last_used <= idle_timeout:
+                        continue
+                    _forget(os.getpid())
+                    print(f"idle for {idle_timeout:.0f} s: stopping", flush=True)
+                    server.should_exit = True
 
     threading.Thread(target=stop_when_idle, daemon=True).start()
     server.run()
+    _forget(os.getpid())
+
+
+def _forget(pid: int) -> None:
+    """Remove the state file if it names this server."""
     state_file = state_dir() / "server.json"
     try:
-        if json.loads(state_file.read_text())["pid"] == os.getpid():
+        if json.loads(state_file.read_text())["pid"] == pid:
             state_file.unlink()
     except (OSError, ValueError, KeyError):
         pass

@@ -29,10 +29,11 @@ from data_catalog.catalog import Catalog
 from pipeline.config import RunConfig, config_hash
 from pipeline.core import storage
 from pipeline.core.code_version import code_state
-from pipeline.core.errors import ThresherError
 from pipeline.ingest.source_files import source_files
 
 INPUTS_FILE = "inputs.json"
+NOT_AN_INPUT = {"runner", "alerts", "train"}  # how and where it runs, who hears, what trains
+CHECKOUT = Path(__file__).resolve().parent.parent  # the code's git checkout, when it is one
 
 
 def fingerprint(
@@ -47,6 +48,12 @@ def fingerprint(
     registered = eval_sets.registered(catalog)
     return {
         "config_hash": config_hash(cfg),
+        # what the hash leaves out but a run's outcome reads: gates, review, where versions go
+        "config": _digest(
+            json.dumps(
+                cfg.model_dump(mode="json", exclude=NOT_AN_INPUT), sort_keys=True, default=str
+            )
+        ),
         "code": _code(),
         "packages": _packages(),
         "files": _files(cfg, (previous or {}).get("files", [])),
@@ -98,7 +105,7 @@ def check(cfg: RunConfig, catalog: Catalog) -> tuple[dict[str, Any] | None, dict
     built = last_built(cfg, catalog)
     try:
         facts = fingerprint(cfg, catalog, built and built[1])
-    except ThresherError:
+    except Exception:  # noqa: BLE001 — unknowable now (a source gone, a store down): run
         return None, None
     if built is None or differences(built[1], facts):
         return None, facts
@@ -109,7 +116,9 @@ def check(cfg: RunConfig, catalog: Catalog) -> tuple[dict[str, Any] | None, dict
     report = summary["paths"].get("report")
     if not report or not Path(report).exists():
         return None, facts
-    return summary, facts
+    if not storage.location(summary["paths"]["manifest"]).exists():  # its files were removed
+        return None, facts
+    return summary | {"created": False}, facts
 
 
 def differences(recorded: dict[str, Any], now: dict[str, Any]) -> set[str]:
@@ -135,8 +144,8 @@ def _files(cfg: RunConfig, recorded: list[dict[str, Any]]) -> list[dict[str, Any
             else:  # an object store's ETag changes with the content
                 info = path.fs.info(path.path)
                 size, modified = info.get("size"), info.get("ETag") or info.get("mtime")
-            content = known.get((source.name, name, size, modified))
-            if content is None:
+            content = None if modified is None else known.get((source.name, name, size, modified))
+            if content is None:  # new, changed, or no validator to trust (memory://)
                 content = _content_hash(path)
             files.append(
                 {"source": source.name, "name": name, "size": size, "modified": modified,
@@ -154,21 +163,27 @@ def _content_hash(path) -> str:
 
 
 def _code() -> dict[str, Any]:
+    """The code version, and for a checkout with uncommitted edits their content: the diff
+    and any untracked Python file (a second edit must not look like the first)."""
     state = code_state()
-    diff = None
-    if state.dirty:  # uncommitted edits: their content, or a second edit would look the same
-        try:
-            diff = _digest(
-                subprocess.run(
-                    ["git", "-C", str(Path(__file__).parent), "diff", "HEAD"],
-                    capture_output=True,
-                    timeout=10,
-                    check=True,
-                ).stdout  # fmt: skip
-            )
-        except (OSError, subprocess.SubprocessError):
-            diff = "unknown"
-    return {"version": str(state), "diff": diff}
+    edits = None
+    try:
+        if _git("status", "--porcelain").strip():
+            untracked = _git("ls-files", "--others", "--exclude-standard", "--", "*.py").split()
+            digest = hashlib.sha256(_git("diff", "HEAD").encode())
+            for name in sorted(untracked):
+                digest.update(name.encode() + b"\0" + (CHECKOUT / name).read_bytes())
+            edits = digest.hexdigest()
+    except (OSError, subprocess.SubprocessError):
+        edits = "unknown"
+    return {"version": str(state), "edits": edits}
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True, timeout=10,
+        check=True,
+    ).stdout  # fmt: skip
 
 
 @functools.cache

@@ -145,10 +145,11 @@ def test_server_stop_refuses_while_a_run_uses_the_server_unless_forced(tmp_path)
         folder = home / "thresher-server"
         (folder / "clients").mkdir(parents=True)
         url = f"http://127.0.0.1:{port}"
-        state = {"pid": stand_in.pid, "started": psutil.Process(stand_in.pid).create_time(),
-                 "api_url": f"{url}/api", "ui_url": url, "idle_timeout": 60, "log": "x"}  # fmt: skip
+        state = {"pid": stand_in.pid, "started": server._start_ticks(stand_in.pid),
+                 "started_at": time.time(), "api_url": f"{url}/api", "ui_url": url,
+                 "idle_timeout": 60, "log": "x"}  # fmt: skip
         (folder / "server.json").write_text(json.dumps(state))
-        (folder / "clients" / str(user.pid)).write_text(str(psutil.Process(user.pid).create_time()))
+        (folder / "clients" / str(user.pid)).write_text(str(server._start_ticks(user.pid)))
         (folder / "clients" / "999999").write_text("1.0")  # a user long gone: forgotten
         deadline = time.monotonic() + 10
         while _thresher(env, "server", "status").returncode != 0 and time.monotonic() < deadline:
@@ -232,3 +233,46 @@ def test_the_api_url_a_user_chose_wins_over_a_background_server(tmp_path):
         in down.stderr
     )
     assert not (home / "thresher-server").exists()
+
+
+def test_a_server_still_starting_for_a_run_that_died_is_waited_for_not_started_again(tmp_path):
+    """The state is recorded as soon as the server process exists: a run killed while the
+    server starts leaves one that the next run finds and waits for."""
+    home = tmp_path / "home"
+    port = free_port()
+    slow = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(1.5)\n" + HEALTH, str(port)]
+    )
+    try:
+        folder = home / "thresher-server"
+        folder.mkdir(parents=True)
+        url = f"http://127.0.0.1:{port}"
+        state = {"pid": slow.pid, "started": server._start_ticks(slow.pid),
+                 "started_at": time.time(), "api_url": f"{url}/api", "ui_url": url,
+                 "idle_timeout": 60, "log": "x"}  # fmt: skip
+        (folder / "server.json").write_text(json.dumps(state))
+        probe = "from flows.server import ensure_server; print(ensure_server(print))"
+        found = subprocess.run(
+            [sys.executable, "-c", probe], env=_user_env(home), capture_output=True, text=True,
+            timeout=60, check=True,
+        )  # fmt: skip
+        said = found.stdout.splitlines()
+        assert said[0] == f"waiting for the Prefect server at {url} (pid {slow.pid}) to answer"
+        assert said[-1] == f"{url}/api"
+        assert "starting a Prefect server" not in found.stdout
+        assert json.loads((folder / "server.json").read_text())["pid"] == slow.pid
+    finally:
+        slow.kill()
+        slow.wait()
+
+
+def test_mapped_task_runs_are_named_by_stage_step_and_part():
+    from flows.curate import _numbered
+    from pipeline.ingest.stage import IngestPart
+
+    assert _numbered("near_dedup-keys", {"part": 3, "offset": 0}) == "near_dedup-keys-3"
+    assert _numbered("near_dedup-reduce", {"partition": 1}) == "near_dedup-reduce-1"
+    assert _numbered("publish-shard", {"shard": 0}) == "publish-shard-0"
+    part = IngestPart(number=7, source="sms", batches=())
+    assert _numbered("ingest-read", {"part": part}) == "ingest-read-7"
+    assert _numbered("contamination-build", {"folder": "/x"}) == "contamination-build"

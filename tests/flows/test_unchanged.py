@@ -74,7 +74,10 @@ def test_a_rerun_with_nothing_changed_does_nothing_and_every_input_counts(
     edited = yaml.safe_load(text)
     edited["dedup"] = {"minhash": {"threshold": 0.7}}
     config.write_text(yaml.safe_dump(edited))
-    assert _differs(config) == {"config_hash"}
+    assert _differs(config) == {"config_hash", "config"}
+    gates = yaml.safe_load(text) | {"gates": {"max_text_chars": 50_000}}  # outside the hash
+    config.write_text(yaml.safe_dump(gates))
+    assert _differs(config) == {"config"}
     config.write_text(text)
 
     state = code_version.code_state()
