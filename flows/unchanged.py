@@ -163,20 +163,25 @@ def _content_hash(path) -> str:
 
 
 def _code() -> dict[str, Any]:
-    """The code version, and for a checkout with uncommitted edits their content: the diff
-    and any untracked Python file (a second edit must not look like the first)."""
-    state = code_state()
-    edits = None
+    """The code version, and for a checkout with uncommitted edits their content."""
+    return {"version": str(code_state()), "edits": _edits()}
+
+
+@functools.cache
+def _edits() -> str | None:
+    """A digest of the checkout's uncommitted edits, the diff and any untracked Python file (a
+    second edit must not look like the first); None for a clean one. Read once per process,
+    like the code it describes."""
     try:
-        if _git("status", "--porcelain").strip():
-            untracked = _git("ls-files", "--others", "--exclude-standard", "--", "*.py").split()
-            digest = hashlib.sha256(_git("diff", "HEAD").encode())
-            for name in sorted(untracked):
-                digest.update(name.encode() + b"\0" + (CHECKOUT / name).read_bytes())
-            edits = digest.hexdigest()
+        if not _git("status", "--porcelain").strip():
+            return None
+        untracked = _git("ls-files", "--others", "--exclude-standard", "--", "*.py").split()
+        digest = hashlib.sha256(_git("diff", "HEAD").encode())
+        for name in sorted(untracked):
+            digest.update(name.encode() + b"\0" + (CHECKOUT / name).read_bytes())
+        return digest.hexdigest()
     except (OSError, subprocess.SubprocessError):
-        edits = "unknown"
-    return {"version": str(state), "edits": edits}
+        return "unknown"
 
 
 def _git(*args: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from dataclasses import dataclass
 from importlib import metadata
@@ -32,7 +33,10 @@ def _git(*args: str) -> str:
     ).stdout.strip()
 
 
+@functools.cache
 def code_state() -> CodeState:
+    """The code this process runs: read once, when first asked (a checkout edited later is
+    not the code that was loaded)."""
     try:
         version = metadata.version("thresher")
     except metadata.PackageNotFoundError:  # run from a source tree on sys.path, not installed

@@ -25,8 +25,8 @@ def _differs(config: Path) -> set[str]:
     cfg = load_run_config(config)
     catalog = Catalog.open(cfg.workdir)
     _, recorded = unchanged.last_built(cfg, catalog)
-    differs = unchanged.differences(recorded, unchanged.fingerprint(cfg, catalog, recorded))
-    summary, _ = unchanged.check(cfg, catalog)
+    summary, now = unchanged.check(cfg, catalog)
+    differs = unchanged.differences(recorded, now)
     if summary is None and not differs:
         differs.add("report")
     return differs
