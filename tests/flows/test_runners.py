@@ -60,9 +60,18 @@ def untimed(stats: dict) -> dict:
 
 def embedded_default_env(home: Path) -> dict[str, str]:
     """A user's shell: no PREFECT_API_URL (the run starts a background server), and every
-    process marked by its PREFECT_HOME."""
+    process marked by its PREFECT_HOME. That server keeps no task-run history and no events
+    (~25 ms of its CPU per task): nothing here reads them."""
     kept = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    return kept | QUIET_ENV | {"PREFECT_HOME": str(home)}
+    return (
+        kept
+        | QUIET_ENV
+        | {
+            "PREFECT_HOME": str(home),
+            "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false",
+            "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED": "false",
+        }
+    )
 
 
 class CrashOnFirstTask(WorkerPlugin):

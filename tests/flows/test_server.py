@@ -48,7 +48,7 @@ def test_a_run_on_a_loaded_machine_starts_the_server_that_later_commands_reuse_u
     assert _thresher(env, "init", tmp_path / "project").returncode == 0
     config = tmp_path / "project" / "thresher.yaml"
     # every core busy, at the run's own priority, while the server starts on a fresh database
-    # and the flow run begins (what timed out before); the stages then run on a quiet machine.
+    # (what timed out before); the flow then runs on a quiet machine.
     # The suite's other workers keep a core busy each: burners make up the rest.
     others = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) - 1
     burning = max(1, (os.cpu_count() or 2) - others)
@@ -61,7 +61,7 @@ def test_a_run_on_a_loaded_machine_starts_the_server_that_later_commands_reuse_u
     try:
         for line in run.stderr:
             said.append(line)
-            if "ingest: done" in line:
+            if "Prefect server ready" in line:
                 break
     finally:
         for burner in burners:
