@@ -7,7 +7,6 @@ newest published version of a dataset name.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -32,6 +31,7 @@ from data_catalog import tables
 from pipeline.config import SourceDeclaration
 from pipeline.core import storage
 from pipeline.core.errors import ConfigError, DataError
+from pipeline.core.locks import file_lock
 from pipeline.core.storage import Location
 from pipeline.publish.reader import WITHDRAWN_MARKER, PublishedVersion, read_version
 from pipeline.publish.version import StagedVersion
@@ -112,7 +112,7 @@ class Catalog:
             if self._postgresql:
                 self._migrate()
             else:
-                with _file_lock(self.workdir / ".catalog.lock"):
+                with file_lock(self.workdir / ".catalog.lock"):
                     self._migrate()
 
     def _migrate(self) -> None:
@@ -145,7 +145,7 @@ class Catalog:
         that shares the database, on any machine.
         """
         if not self._postgresql:
-            with _file_lock(self.workdir / f"{key}.lock"):
+            with file_lock(self.workdir / f"{key}.lock"):
                 yield
             return
         lock = {"key": advisory_key(key)}
@@ -446,18 +446,6 @@ class Catalog:
             query = query.where(tables.runs.c.name == name)
         with self.engine.connect() as connection:
             return [dict(row) for row in connection.execute(query).mappings()]
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock between processes (and threads) on this machine."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _create_engine(url: str) -> Engine:

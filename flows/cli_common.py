@@ -35,12 +35,8 @@ class _Console(Console):
         return ConsoleDimensions(int(columns) if columns.isdigit() else 10_000, 50)
 
 
-def _console(to_stderr: bool) -> Console:
-    return _Console(stderr=to_stderr, soft_wrap=True)
-
-
-stderr = _console(to_stderr=True)
-stdout = _console(to_stderr=False)
+stderr = _Console(stderr=True, soft_wrap=True)
+stdout = _Console(soft_wrap=True)
 
 
 def human(as_json: bool) -> Console:

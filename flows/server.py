@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -30,12 +29,12 @@ import threading
 import time
 import tomllib
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import ThresherError
+from pipeline.core.locks import file_lock
 
 IDLE_TIMEOUT_ENV = "THRESHER_SERVER_IDLE_TIMEOUT"
 START_TIMEOUT_ENV = "THRESHER_SERVER_START_TIMEOUT"
@@ -98,7 +97,7 @@ def ensure_server(say: Callable[[str], None] = lambda _: None, use: bool = True)
             )
         return url
     folder = state_dir()
-    with _locked(folder):
+    with file_lock(folder / "lock"):
         state = recorded_server()
         if state is None:
             state = _start(folder, say)
@@ -108,17 +107,6 @@ def ensure_server(say: Callable[[str], None] = lambda _: None, use: bool = True)
             _register_client(folder)
     os.environ["PREFECT_API_URL"] = state["api_url"]
     return state["api_url"]
-
-
-@contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def recorded_server() -> dict[str, Any] | None:
@@ -233,7 +221,7 @@ def stop_server(force: bool = False) -> dict[str, Any] | None:
     """Stop the background server; its state, or None when none ran. Refuses while `thresher`
     processes use it, unless forced: their runs would fail."""
     folder = state_dir()
-    with _locked(folder):
+    with file_lock(folder / "lock"):
         state = recorded_server()
         if state is None:
             return None
@@ -317,28 +305,29 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
 def _start_ticks(pid: int) -> int:
     """When a process started, in clock ticks since boot: with its pid, who it is (a later
     process may get the same pid). A wall-clock start time would move with a clock step."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2 :].split()[19])
+    return int(_proc_stat(pid)[19])
 
 
 def _running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+    fields = _proc_stat(pid)
+    return fields is not None and fields[0] != "Z"  # a zombie has stopped
 
 
 def _alive(pid: int, started: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return fields[0] != "Z" and int(fields[19]) == started  # a zombie has stopped
+    fields = _proc_stat(pid)
+    return fields is not None and fields[0] != "Z" and int(fields[19]) == started
 
 
 def _terminate(pid: int, started: int) -> None:
@@ -383,7 +372,7 @@ def serve(port: int, idle_timeout: float) -> None:
             elif time.monotonic() - last_used > idle_timeout:
                 # decided under the lock a run takes to pick a server: none picks this one
                 # as it goes, and none that just picked it is left without it
-                with _locked(state_dir()):
+                with file_lock(state_dir() / "lock"):
                     if clients() or time.monotonic() - last_used <= idle_timeout:
                         continue
                     _forget(os.getpid())

@@ -43,7 +43,6 @@ def fingerprint(
     files whose size and modification time it recorded."""
     latest = catalog.latest(cfg.name)
     lock = splits.active_lock(catalog, cfg.name)
-    cutoffs = splits.frozen_cutoffs(catalog, cfg.name)
     protected = cfg.contamination.protected
     registered = eval_sets.registered(catalog)
     return {
@@ -61,7 +60,7 @@ def fingerprint(
         "deletions": _digest(deletions.requests_frame(catalog).write_csv()),
         "review_decisions": _digest(review_queue.decisions_frame(catalog).write_csv()),
         "test_lock": lock.dataset_hash if lock else None,
-        "frozen_cutoffs": {k: v.isoformat() for k, v in cutoffs.items()} if cutoffs else None,
+        "frozen_cutoffs": _cutoffs(catalog, cfg.name),
         "eval_sets": [
             [row["name"], row["path"], row["files"]]
             for row in registered
@@ -74,12 +73,16 @@ def record(run_dir: Path, facts: dict[str, Any], catalog: Catalog, cfg: RunConfi
     """Keep what a run that published was built from, as the catalog holds it now: its version
     is the latest one, and cutoffs it froze are part of the state a rerun reads."""
     latest = catalog.latest(cfg.name)
-    cutoffs = splits.frozen_cutoffs(catalog, cfg.name)
     facts = facts | {
         "latest_version": latest.dataset_hash if latest else None,
-        "frozen_cutoffs": {k: v.isoformat() for k, v in cutoffs.items()} if cutoffs else None,
+        "frozen_cutoffs": _cutoffs(catalog, cfg.name),
     }
     (run_dir / INPUTS_FILE).write_text(json.dumps(facts, indent=1, default=str) + "\n")
+
+
+def _cutoffs(catalog: Catalog, name: str) -> dict[str, str] | None:
+    cutoffs = splits.frozen_cutoffs(catalog, name)
+    return {split: when.isoformat() for split, when in cutoffs.items()} if cutoffs else None
 
 
 def last_built(cfg: RunConfig, catalog: Catalog) -> tuple[Path, dict[str, Any]] | None:

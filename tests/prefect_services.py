@@ -36,6 +36,13 @@ QUIET_ENV = {
 }
 
 
+def user_env(home: Path, **extra: str) -> dict[str, str]:
+    """A user's shell: no PREFECT_API_URL (`thresher` starts its background server), and
+    every process marked by its PREFECT_HOME."""
+    kept = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
+    return kept | QUIET_ENV | {"PREFECT_HOME": str(home)} | extra
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

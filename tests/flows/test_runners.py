@@ -18,7 +18,7 @@ import yaml
 from dask.utils import key_split
 from distributed import Client, WorkerPlugin
 from helpers import sms_rows, write_jsonl
-from prefect_services import QUIET_ENV, free_port, survivors
+from prefect_services import free_port, survivors, user_env
 from typer.testing import CliRunner
 
 from flows.cli import app
@@ -59,18 +59,12 @@ def untimed(stats: dict) -> dict:
 
 
 def embedded_default_env(home: Path) -> dict[str, str]:
-    """A user's shell: no PREFECT_API_URL (the run starts a background server), and every
-    process marked by its PREFECT_HOME. That server keeps no task-run history and no events
-    (~25 ms of its CPU per task): nothing here reads them."""
-    kept = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    return (
-        kept
-        | QUIET_ENV
-        | {
-            "PREFECT_HOME": str(home),
-            "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false",
-            "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED": "false",
-        }
+    """A user's shell whose background server keeps no task-run history and no events (~25
+    ms of its CPU per task): nothing here reads them."""
+    return user_env(
+        home,
+        PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED="false",
+        PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED="false",
     )
 
 

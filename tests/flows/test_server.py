@@ -15,17 +15,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from prefect_services import QUIET_ENV, describe, free_port, survivors
+from prefect_services import describe, free_port, survivors, user_env
 
 from flows import server
 
 BIN = Path(sys.executable).parent
-
-
-def _user_env(home: Path, **extra: str) -> dict[str, str]:
-    """A user's shell: no PREFECT_API_URL, every process marked by its PREFECT_HOME."""
-    kept = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    return kept | QUIET_ENV | {"PREFECT_HOME": str(home)} | extra
 
 
 def _thresher(env: dict[str, str], *args, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -44,7 +38,7 @@ def test_a_run_on_a_loaded_machine_starts_the_server_that_later_commands_reuse_u
     tmp_path,
 ):
     home = tmp_path / "prefect-home"
-    env = _user_env(home, THRESHER_SERVER_IDLE_TIMEOUT="4")
+    env = user_env(home, THRESHER_SERVER_IDLE_TIMEOUT="4")
     assert _thresher(env, "init", tmp_path / "project").returncode == 0
     config = tmp_path / "project" / "thresher.yaml"
     # every core busy, at the run's own priority, while the server starts on a fresh database
@@ -137,7 +131,7 @@ def test_server_stop_refuses_while_a_run_uses_the_server_unless_forced(tmp_path)
     the background server does: stopping it while a thresher process is registered as its
     user would fail that run."""
     home = tmp_path / "home"
-    env = _user_env(home)
+    env = user_env(home)
     port = free_port()
     stand_in = subprocess.Popen([sys.executable, "-c", HEALTH, str(port)])
     user = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -209,7 +203,7 @@ def test_the_next_run_stops_a_temporary_server_whose_run_was_killed(tmp_path, mo
 def test_the_api_url_a_user_chose_wins_over_a_background_server(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    env = _user_env(home)
+    env = user_env(home)
     probe = [sys.executable, "-c", "from flows.server import configured_api_url as c; print(c())"]
 
     def chosen(**extra: str) -> str:
@@ -253,7 +247,7 @@ def test_a_server_still_starting_for_a_run_that_died_is_waited_for_not_started_a
         (folder / "server.json").write_text(json.dumps(state))
         probe = "from flows.server import ensure_server; print(ensure_server(print))"
         found = subprocess.run(
-            [sys.executable, "-c", probe], env=_user_env(home), capture_output=True, text=True,
+            [sys.executable, "-c", probe], env=user_env(home), capture_output=True, text=True,
             timeout=60, check=True,
         )  # fmt: skip
         said = found.stdout.splitlines()
