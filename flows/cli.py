@@ -347,6 +347,8 @@ def _print_data_quality(summary: dict[str, Any], out: Console) -> None:
         )
     for warning in summary["fields"]["leakage_warnings"]:
         out.print(f"[yellow]leakage warning:[/] {escape(warning)}", highlight=False)
+    for warning in summary.get("warnings", []):  # summaries of earlier runs have none
+        out.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
 
 
 @config_app.command("validate")

@@ -2,8 +2,8 @@
 
 Both files are read by the reader the scans share (`pipeline.ingest.field_rows`): JSON Lines
 (`.jsonl`, `.ndjson`, `.json`; a `.json` file holding one JSON array of objects works too),
-`.csv`, `.parquet` or `.txt` (one text per line), each also gzip-compressed (`.jsonl.gz`: the
-format is the suffix before `.gz`). The text is the `--text-field` of each row
+`.csv`, `.parquet` or `.txt` (one text per line), each also compressed (`.jsonl.gz`, `.bz2`,
+`.xz`, `.zst`: the format is the suffix before it). The text is the `--text-field` of each row
 (`--eval-text-field` for the evaluation file; a `.txt` file has none). Texts are normalized as
 ingest does, then checked with pipeline/text/eval_index.py: `exact` (same normalized text), `ngram`
 (a shared word n-gram, 13 words unless `--ngram`; evaluation items shorter than that need half
@@ -57,7 +57,11 @@ def _group() -> None:
 @contamination_app.command()
 def check(
     train: Annotated[
-        Path, typer.Option("--train", help="Training data: .jsonl, .csv, .parquet or .txt (.gz).")
+        Path,
+        typer.Option(
+            "--train",
+            help="Training data: .jsonl, .csv, .parquet or .txt (also .gz, .bz2, .xz, .zst).",
+        ),
     ],
     eval_path: Annotated[Path, typer.Option("--eval", help="Evaluation set, in the same formats.")],
     text_field: Annotated[str, typer.Option(help="Field holding the text.")] = "text",

@@ -242,7 +242,9 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
     for part, task_result in zip(parts, read, strict=True):
         per_source[part.source]["records_in"] += task_result["records_in"]
     events = pl.scan_parquet(plan.ledger_dir / f"{STAGES['ingest'].ledger_part}*.parquet")
-    stats = ingest_stats(per_source, events.select("source").collect())
+    stats = ingest_stats(per_source, events.select("source").collect(), parts)
+    for warning in stats["warnings"]:
+        get_run_logger().warning("ingest: %s", warning)
     get_run_logger().info(
         "ingest: %s records in, %s dropped (bad rows and repeated ids), %s parts",
         stats["records_in"],
@@ -264,7 +266,7 @@ def read_task(plan: RunPlan, name: str, part: IngestPart) -> dict[str, Any]:
     ledger; a retry rewrites both."""
     started = _task_start()
     source = next(s for s in plan.config.source_list if s.name == part.source)
-    rows_in, bad = read_part(part, source, plan.stage_dir(name))
+    rows_in, bad = read_part(part, source, plan.stage_dir(name), plan.config.ingest)
     ledger.write_part(bad, plan.ledger_dir, f"{STAGES[name].ledger_part}-{part.number:05d}")
     return {"records_in": rows_in, **_task_facts(started)}
 
@@ -1182,6 +1184,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         summary = summarize(plan, records_in, committed, stats, staged)
         summary["steps"] = _with_records(steps, records_in, ingested, stages, staged)
         summary["resumed_from"] = resumed_from
+        summary["warnings"] = ingested["stats"].get("warnings", [])
         (plan.run_dir / RUN_STEPS).write_text(json.dumps(summary["steps"], indent=2) + "\n")
         cluster.close()
     except BaseException as error:

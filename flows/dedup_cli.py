@@ -47,7 +47,7 @@ import polars as pl
 import typer
 
 from flows.cli_common import JsonOption, emit, fail, stderr
-from pipeline.ingest.files import SUFFIX_FORMATS
+from pipeline.ingest.files import COMPRESSED_SUFFIXES, SUFFIX_FORMATS, format_of, inner_suffix
 
 # method -> its stage in the registry (pipeline/stage.py), run in this order by `all`
 METHODS = {"exact": "exact_dedup", "minhash": "near_dedup", "semantic": "semantic_dedup"}
@@ -98,10 +98,11 @@ def dedup(
     if not input.is_file():
         what = "is a directory" if input.is_dir() else "no such file"
         fail(f"{input}: {what}; give the path of a .jsonl, .csv or .parquet file")
-    fmt = SUFFIX_FORMATS.get(input.suffix.lower())
+    fmt = format_of(input)
     if fmt is None:
         fail(
-            f"{input}: unknown format {input.suffix!r}; dedup reads {', '.join(SUFFIX_FORMATS)} files"
+            f"{input}: unknown format {inner_suffix(input)!r}; dedup reads "
+            f"{', '.join(SUFFIX_FORMATS)} files, each also compressed ({', '.join(COMPRESSED_SUFFIXES)})"
         )
     cfg = _run_config(input, fmt, text_field, id_field, methods, output, keep, thresholds)
     stages = {name: _stage(name) for name in methods}

@@ -27,7 +27,10 @@ eval_app = typer.Typer(help="Protected evaluation sets.", no_args_is_help=True)
 @eval_app.command("register")
 def eval_register(
     name: Annotated[str, typer.Argument(help="A name for the set, e.g. humaneval.")],
-    path: Annotated[Path, typer.Argument(help="A .jsonl(.gz), .csv, .parquet or .txt file.")],
+    path: Annotated[
+        Path,
+        typer.Argument(help="A .jsonl, .csv, .parquet or .txt file (also .gz, .bz2, .xz, .zst)."),
+    ],
     text_field: Annotated[
         str, typer.Option("--text-field", help="The field holding the text.")
     ] = "text",

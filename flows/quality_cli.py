@@ -46,7 +46,7 @@ def quality_explain(
         with tempfile.TemporaryDirectory() as scratch:
             ctx = RunContext(run_id="explain", run_dir=Path(scratch), config=cfg, config_hash="")
             records = (
-                ingest(sources, ctx, Path(scratch) / "ingest")
+                ingest(sources, ctx, Path(scratch) / "ingest", cfg.ingest)
                 .frame.select("record_id", "source", "text")
                 .collect()
             )

@@ -1,5 +1,5 @@
 """`thresher secrets scan`: a standalone secret scanner over jsonl, csv, parquet or plain text,
-also gzip-compressed (`.jsonl.gz`, `.csv.gz`, `.txt.gz`, …: read by the suffix before `.gz`).
+also compressed (`.jsonl.gz`, `.csv.bz2`, `.txt.xz`, `.jsonl.zst`: read by the suffix before).
 
 Rows are read in batches (bounded memory) by `pipeline.ingest.field_rows`, the reader every
 scan shares, and scanned with `pipeline.text.secrets.find_secrets`.
@@ -173,7 +173,7 @@ def scan(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="Files: .jsonl/.ndjson, .csv, .parquet, each also as .gz; anything else "
+            help="Files: .jsonl/.ndjson, .csv, .parquet, each also as .gz, .bz2, .xz or .zst; anything else "
             "is plain text, where a row is a line: a finding is reported at the 0-based line "
             "where it starts, its start and end counted in characters from that line's "
             "start (a multi-line secret, such as a private key, ends past that line)."

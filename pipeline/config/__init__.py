@@ -23,7 +23,12 @@ from pipeline.config.publish import PublishConfig
 from pipeline.config.quality import QUALITY_PROFILES, QualityConfig
 from pipeline.config.run import RunConfig, config_hash
 from pipeline.config.runner import AlertsConfig, GatesConfig, ReviewConfig, RunnerConfig
-from pipeline.config.sources import CONSENT_BASES, FieldMapping, SourceDeclaration
+from pipeline.config.sources import (
+    CONSENT_BASES,
+    FieldMapping,
+    IngestConfig,
+    SourceDeclaration,
+)
 from pipeline.config.split import SplitConfig
 
 __all__ = [
@@ -39,6 +44,7 @@ __all__ = [
     "FieldLeakageConfig",
     "FieldMapping",
     "GatesConfig",
+    "IngestConfig",
     "MinHashCheck",
     "MinHashConfig",
     "NgramCheck",

@@ -123,13 +123,28 @@ def _with_base(item: Any, base: Path) -> Any:
     return {**item, "base_dir": str(base)} if isinstance(item, dict) else item
 
 
+# A config is read whole and every value of it visited: bound both, so that a hostile file
+# (a YAML alias bomb, "billion laughs", expands to 10^9 values from a few lines) is refused
+# at once instead of exhausting memory.
+MAX_CONFIG_BYTES = 16 << 20
+MAX_CONFIG_VALUES = 1_000_000  # scalars, lists and mappings, counting each alias expanded
+
+
 def _read_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: {path.stat().st_size:,} bytes, more than a config may hold "
+                f"({MAX_CONFIG_BYTES:,}); is it the right file?"
+            )
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text ({error}); save it as UTF-8") from None
     try:
         node = yaml.compose(text)
+        _check_expanded_size(path, node)
         return yaml.safe_load(text), _line_numbers(node, ())
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
@@ -139,6 +154,31 @@ def _read_yaml(path: Path) -> tuple[Any, dict[tuple, int]]:
         raise ConfigError(
             f"{where}: not a real date ({error}); write dates as YYYY-MM-DD"
         ) from None
+
+
+def _check_expanded_size(path: Path, root: Any) -> None:
+    """Count the values of the document as if every alias were written out; memoized by
+    node, so the count itself costs one visit per distinct node."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 1  # a recursive alias counts once rather than loop
+        children: list = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        sizes[id(node)] = total = 1 + sum(size(child) for child in children)
+        return total
+
+    if root is not None and size(root) > MAX_CONFIG_VALUES:
+        raise ConfigError(
+            f"{path}: its aliases (*name) expand to {size(root):,} values, more than a config "
+            f"may hold ({MAX_CONFIG_VALUES:,}): a YAML alias bomb? write the values out, or "
+            "use fewer nested aliases"
+        )
 
 
 def _impossible_date_line(node: Any) -> int | None:

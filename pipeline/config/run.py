@@ -17,7 +17,7 @@ from pipeline.config.policy import PolicyConfig
 from pipeline.config.publish import PublishConfig
 from pipeline.config.quality import QualityConfig
 from pipeline.config.runner import AlertsConfig, GatesConfig, ReviewConfig, RunnerConfig
-from pipeline.config.sources import SourceDeclaration
+from pipeline.config.sources import IngestConfig, SourceDeclaration
 from pipeline.config.split import SplitConfig
 from pipeline.config.train import TrainConfig
 from pipeline.core.errors import ConfigError
@@ -27,6 +27,7 @@ class RunConfig(Strict):
     name: Annotated[str, Field(pattern=SLUG, description="dataset name")]
     workdir: str = "./work"
     sources: str | list[SourceDeclaration]
+    ingest: IngestConfig = IngestConfig()
     policy: PolicyConfig = PolicyConfig()
     quality: QualityConfig = QualityConfig()
     dedup: DedupConfig = DedupConfig()
@@ -62,6 +63,22 @@ class RunConfig(Strict):
                 raise ValueError(f"source names must be unique; repeated: {', '.join(repeated)}")
         return self
 
+    @model_validator(mode="after")
+    def _ingest_within_gate(self) -> RunConfig:
+        bounds = [("ingest.max_text_chars", self.ingest.max_text_chars)]
+        if isinstance(self.sources, list):
+            bounds += [
+                (f"source {s.name!r} max_text_chars", s.max_text_chars) for s in self.sources
+            ]
+        for where, bound in bounds:
+            if bound is not None and bound > self.gates.max_text_chars:
+                raise ValueError(
+                    f"{where} ({bound:,}) is above gates.max_text_chars "
+                    f"({self.gates.max_text_chars:,}): records that long would pass ingest and "
+                    "fail the gate; lower it or raise the gate's bound"
+                )
+        return self
+
 
 # Sections of the planned run config whose stages are not built yet (none today).
 PLANNED_SECTIONS: dict[str, str] = {}
@@ -70,14 +87,26 @@ PLANNED_SECTIONS: dict[str, str] = {}
 # trained on it, not what it publishes.
 _NOT_IN_CONFIG_HASH = {"workdir", "runner", "alerts", "gates", "review", "train"}
 _SOURCE_FIELDS_NOT_HASHED = {"location", "root", "base_dir"}
+# Settings added after versions were published are hashed only when they are set: upgrading
+# Thresher does not change the hash (and so the version) of a config that does not use them.
+_HASHED_WHEN_SET = {"ingest": IngestConfig().model_dump(mode="json")}
+_SOURCE_FIELDS_HASHED_WHEN_SET = {"max_text_chars"}
 
 
 def config_hash(cfg: RunConfig) -> str:
     """sha256 of the resolved config without paths, the work folder and runner settings."""
     excluded = dict.fromkeys(_NOT_IN_CONFIG_HASH, True) | {"publish": {"location": True}}
     data = cfg.model_dump(mode="json", exclude=excluded)
+    for key, default in _HASHED_WHEN_SET.items():
+        if data[key] == default:
+            del data[key]
     data["sources"] = [
-        {key: value for key, value in source.items() if key not in _SOURCE_FIELDS_NOT_HASHED}
+        {
+            key: value
+            for key, value in source.items()
+            if key not in _SOURCE_FIELDS_NOT_HASHED
+            and not (key in _SOURCE_FIELDS_HASHED_WHEN_SET and value is None)
+        }
         for source in data["sources"]
     ]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()

@@ -96,6 +96,9 @@ class SourceDeclaration(Strict):
         description="input fields known only after the label was decided (a resolution code, "
         "a closing date): never read into records, listed as excluded in the manifest",
     )
+    max_text_chars: Annotated[int | None, Field(gt=0)] = Field(
+        None, description="longer texts are dropped as text_too_long; default ingest's"
+    )
     base_dir: str = Field("", description="set by the loader: where relative locations start")
 
     @field_validator("license")
@@ -148,3 +151,29 @@ class SourceDeclaration(Strict):
     @property
     def patterns(self) -> list[str]:
         return [self.location] if isinstance(self.location, str) else list(self.location)
+
+
+class IngestConfig(Strict):
+    """Bounds on what one record or one file may cost, enforced as the record is read: a
+    record over them is dropped with its reason and location; the rest of the file is read."""
+
+    max_text_chars: Annotated[int, Field(gt=0)] = Field(
+        1_000_000,
+        description="a longer text is dropped as text_too_long (a source may set its own); "
+        "at most gates.max_text_chars",
+    )
+    max_record_bytes: Annotated[int, Field(gt=0)] = Field(
+        16 << 20,
+        description="a JSON line (or text file) of more bytes is dropped as record_too_large "
+        "without being held in memory",
+    )
+    max_expansion_ratio: Annotated[float, Field(gt=1)] = Field(
+        100,
+        description="a compressed file (.gz, .bz2, .xz, .zst) expanding past this many times "
+        "its size (and past 64 MiB) stops the run, naming it: a decompression bomb",
+    )
+
+    def for_source(self, source: SourceDeclaration) -> IngestConfig:
+        if source.max_text_chars is None:
+            return self
+        return self.model_copy(update={"max_text_chars": source.max_text_chars})

@@ -24,6 +24,11 @@ UNPARSEABLE_TIMESTAMP = "unparseable_timestamp"
 DUPLICATE_SOURCE_ID = "duplicate_source_id"
 UNPARSEABLE_ENTRY = "unparseable_entry"
 MALFORMED_ROW = "malformed_row"  # a CSV row whose fields do not match the header
+TEXT_TOO_LONG = "text_too_long"  # over ingest.max_text_chars (or its source's); evidence: chars
+RECORD_TOO_LARGE = "record_too_large"  # a line over ingest.max_record_bytes, never parsed
+# Rows no reader could make sense of: a file made only of them is in another format or
+# encoding (or compressed under a plain name), and stops the run rather than vanish.
+UNREADABLE = (INVALID_JSON, INVALID_UTF8, MALFORMED_ROW)
 
 # Dedup. Evidence: duplicate_of (the kept record), method, similarity, cluster_id, and
 # published_in (the parent version) when the kept record was published there.

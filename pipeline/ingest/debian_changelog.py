@@ -9,14 +9,14 @@ and entry_id (`package/version`); `_location` is the header's line.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import polars as pl
 
-from pipeline.config import SourceDeclaration
+from pipeline.config import IngestConfig, SourceDeclaration
 from pipeline.core import reasons
-from pipeline.core.errors import DataError
 from pipeline.ingest import files
 
 _CHANGELOG_HEADER = re.compile(
@@ -25,16 +25,14 @@ _CHANGELOG_HEADER = re.compile(
 _CHANGELOG_TRAILER = re.compile(r"^ -- (?P<maintainer>.*?) <(?P<email>[^>]*)>  (?P<date>.+?)\s*$")
 
 
-def read_debian_changelog(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    """Debian changelog entries: header, change lines, ` -- Name <email>  date` trailer."""
-    data = files.read_bytes(path, decompress=False)
-    try:
-        data = files.decompressed(path, data)
-    except (OSError, EOFError) as error:
-        raise DataError(
-            f"{path}: not a readable gzip file ({error}); reinstall or remove it"
-        ) from None
-    text, _ = files.decode_lossy(data, source.encoding)
+def read_debian_changelog(
+    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
+) -> Iterator[pl.DataFrame]:
+    """Debian changelog entries: header, change lines, ` -- Name <email>  date` trailer.
+    The file (`changelog.Debian.gz`, or any compression by its suffix) is read whole, within
+    the expansion cap: entries are small and a file holds few."""
+    with files.open_binary(path, limits.max_expansion_ratio) as handle:
+        text, _ = files.decode_lossy(handle.read(), source.encoding)
     entries, current = [], None
     for number, line in enumerate(text.split("\n"), start=1):
         header = _CHANGELOG_HEADER.match(line)
@@ -87,7 +85,7 @@ def read_debian_changelog(path: Path, name: str, source: SourceDeclaration) -> p
         "entry_id",
     ]
     schema = {name: pl.Int64 if name == "_location" else pl.String for name in columns}
-    return pl.DataFrame(
+    yield pl.DataFrame(
         [{name: entry.get(name) for name in columns} for entry in entries], schema=schema
     )
 

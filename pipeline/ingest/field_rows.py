@@ -8,7 +8,8 @@
   per non-blank line; a `.json` file may hold one array of objects), csv and parquet through
   polars, or `.txt` (a row per line; a blank line has no text).
 
-Each also gzip-compressed. Rows are numbered from 0, bad rows included. A bad row never
+Each also compressed (`.gz`, `.bz2`, `.xz`, `.zst`: streamed within the expansion cap of
+`files.open_binary`). Rows are numbered from 0, bad rows included. A bad row never
 stops a read: it is reported as (index, why), printed with `files.bad_row`. A file that
 cannot be read raises `files.ReadError` naming it and what to do.
 """
@@ -211,11 +212,12 @@ def _csv_batches(path: Path, text_field: str) -> Iterator[Batch]:
 
 
 def _parquet_batches(path: Path, text_field: str) -> Iterator[Batch]:
-    if not files.is_gzip(path):
+    if files.compression_of(path) is None:
         yield from _parquet_file_batches(path, pq.ParquetFile(path), text_field)
         return
-    with files.open_binary(path) as handle:  # seeks in a gzip stream decompress again
-        yield from _parquet_file_batches(path, pq.ParquetFile(handle), text_field)
+    # Parquet seeks: a compressed one is read whole (within the expansion cap) to seek in
+    data = pa.BufferReader(files.read_bytes(path))
+    yield from _parquet_file_batches(path, pq.ParquetFile(data), text_field)
 
 
 def _parquet_file_batches(path: Path, parquet: pq.ParquetFile, text_field: str) -> Iterator[Batch]:
@@ -295,7 +297,8 @@ def read_column(path: Path, name: str, option: str, numbers_as_text: bool = Fals
     if fmt is None:
         raise ReadError(
             f"{path}: unknown format {files.inner_suffix(path) or path.name!r}; contamination "
-            f"check reads {', '.join(COLUMN_FORMATS)} files, also gzip-compressed (.gz)"
+            f"check reads {', '.join(COLUMN_FORMATS)} files, each also compressed "
+            f"({', '.join(files.COMPRESSED_SUFFIXES)})"
         )
     hint = f"pass the right one with {option}"
     try:
@@ -304,7 +307,9 @@ def read_column(path: Path, name: str, option: str, numbers_as_text: bool = Fals
         if fmt == "text":
             return _text_column(path)
         return _frame_column(path, fmt, name, option, numbers_as_text)
-    except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
+    except ReadError:
+        raise
+    except (OSError, EOFError) as error:
         raise ReadError(f"{path}: cannot read it ({error})") from None
 
 
@@ -316,7 +321,7 @@ def _json_rows(path: Path) -> Iterator[bytes]:
         if not line.strip():
             continue
         if first and line.lstrip()[:1] == b"[":  # the file is one array
-            data = files.read_bytes(path, decompress=True).removeprefix(b"\xef\xbb\xbf")
+            data = files.read_bytes(path).removeprefix(b"\xef\xbb\xbf")
             try:
                 values = orjson.loads(data)
             except orjson.JSONDecodeError as error:
@@ -355,7 +360,7 @@ def _jsonl_column(path: Path, name: str, hint: str, numbers: bool) -> Rows:
 
 
 def _frame_column(path: Path, fmt: str, name: str, option: str, numbers: bool) -> Rows:
-    data = io.BytesIO(files.read_bytes(path, decompress=True))
+    data = io.BytesIO(files.read_bytes(path))
     try:
         if fmt == "csv":
             frame = pl.read_csv(data, infer_schema=False, encoding="utf8-lossy")

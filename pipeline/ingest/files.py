@@ -1,13 +1,18 @@
 """Input files: opening, compression, format by suffix, decoding, and streamed rows.
 
 Every command that reads a data file goes through this module: ingest (its format readers
-in `pipeline.ingest.readers` read a source file whole, as it is), `thresher dedup` (through
+in `pipeline.ingest.readers`), `thresher dedup` (through
 ingest's readers), and the scans (`secrets scan`, `quality scan`, `contamination check`,
 `eval register`, through `pipeline.ingest.field_rows`).
 
-- `open_binary` streams a file's bytes, decompressed when its name ends with `.gz`; the
-  format is then named by the suffix before it (`inner_suffix`, `format_of`).
-- `read_bytes` reads a file whole, decompressing only when asked.
+- `open_binary` streams a file's bytes, decompressed when its name ends with `.gz`, `.bz2`,
+  `.xz` or `.zst`; the format is then named by the suffix before it (`inner_suffix`,
+  `format_of`). Decompression is streamed and capped: a file that expands past
+  `max_expansion_ratio` times its size (and past EXPANSION_FLOOR_BYTES) stops the read with
+  an error naming it, so a decompression bomb costs neither memory nor hours.
+- `read_bytes` reads a file whole (decompressed, within the cap).
+- `line_blocks` streams a file's lines in blocks of about a given size, setting aside lines
+  too long to be a record without holding them.
 - `Lines` streams a file's lines, counting them so that an error names its row.
 - `json_object` decodes one JSON Lines row, saying why it is a bad row when it is one.
 - `bad_row` and `missing_field` word what every command prints for a bad row or a field
@@ -16,35 +21,53 @@ ingest's readers), and the scans (`secrets scan`, `quality scan`, `contamination
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import csv
 import gzip
+import io
+import lzma
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import numpy as np
 import orjson
 
 from pipeline.core.errors import DataError
 
-# The format of a file by its suffix (the one before `.gz` for a gzip file); the format
-# names are those of a source declaration.
+# The format of a file by its suffix (the one before a compression suffix); the format names
+# are those of a source declaration.
 SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
+# Text compresses 3 to 10 times, repetitive logs some tens of times; a bomb a thousand.
+DEFAULT_MAX_EXPANSION_RATIO = float(os.environ.get("THRESHER_MAX_EXPANSION_RATIO", 100))
+EXPANSION_FLOOR_BYTES = 64 << 20  # a small file may expand this far whatever its ratio
+# The first bytes of each compressed format, to say "compressed" when a file's suffix does not.
+_MAGIC = {b"\x1f\x8b": ".gz", b"BZh": ".bz2", b"\xfd7zXZ\x00": ".xz", b"(\xb5/\xfd": ".zst"}
+
+
+# Python's csv module refuses fields over 128 KiB, which would end a file's reading at a long
+# text; a long text is dropped (or reported) by length where records are made instead.
+csv.field_size_limit(2**31 - 1)
 
 
 class ReadError(DataError):
     """A file, or a row of it, cannot be read; the message names the file and the row."""
 
 
-def is_gzip(path: Path) -> bool:
-    return path.suffix.lower() == ".gz"
+def compression_of(path: Path) -> str | None:
+    """The compression suffix of the file's name (`.gz`, `.bz2`, `.xz`, `.zst`), or None."""
+    suffix = path.suffix.lower()
+    return suffix if suffix in COMPRESSED_SUFFIXES else None
 
 
 def inner_suffix(path: Path) -> str:
-    """The suffix that says the format: the one before `.gz` for a gzip file."""
-    suffix = path.suffix.lower()
-    return path.with_suffix("").suffix.lower() if suffix == ".gz" else suffix
+    """The suffix that says the format: the one before a compression suffix."""
+    return path.with_suffix("").suffix.lower() if compression_of(path) else path.suffix.lower()
 
 
 def format_of(path: Path, formats: dict[str, str] = SUFFIX_FORMATS) -> str | None:
@@ -52,23 +75,146 @@ def format_of(path: Path, formats: dict[str, str] = SUFFIX_FORMATS) -> str | Non
     return formats.get(inner_suffix(path))
 
 
+def looks_compressed(data: bytes) -> str | None:
+    """The compression suffix whose magic bytes `data` starts with, or None."""
+    return next((suffix for magic, suffix in _MAGIC.items() if data.startswith(magic)), None)
+
+
 @contextmanager
-def open_binary(path: Path) -> Iterator[IO[bytes]]:
-    """The file's bytes, decompressed when its name ends with .gz."""
-    with gzip.open(path, "rb") if is_gzip(path) else path.open("rb") as handle:
-        yield handle
+def open_binary(path: Path, max_expansion_ratio: float | None = None) -> Iterator[IO[bytes]]:
+    """The file's bytes, decompressed (streamed) when its name has a compression suffix.
+    Reading past the expansion cap, or bytes that do not decompress, raise ReadError."""
+    compression = compression_of(path)
+    if compression is None:
+        with path.open("rb") as handle:
+            yield handle
+        return
+    ratio = max_expansion_ratio or DEFAULT_MAX_EXPANSION_RATIO
+    limit = max(int(path.stat().st_size * ratio), EXPANSION_FLOOR_BYTES)
+    with path.open("rb") as compressed:
+        stream = _decompressing(compressed, compression)
+        try:
+            yield io.BufferedReader(_Capped(stream, path, compression, limit, ratio), 1 << 20)
+        finally:
+            stream.close()
 
 
-def read_bytes(path: Path, *, decompress: bool) -> bytes:
-    """The whole file; decompressed when asked and its name ends with .gz. Raises OSError
-    (gzip.BadGzipFile among them) or EOFError for a file that cannot be read."""
-    data = path.read_bytes()
-    return decompressed(path, data) if decompress else data
+def _decompressing(compressed: IO[bytes], compression: str) -> IO[bytes]:
+    if compression == ".gz":
+        return gzip.GzipFile(fileobj=compressed, mode="rb")
+    if compression == ".bz2":
+        return bz2.BZ2File(compressed, "rb")
+    if compression == ".xz":
+        return lzma.LZMAFile(compressed, "rb")
+    import pyarrow as pa  # zstd: pyarrow's codec (the standard library has none before 3.14)
+
+    return pa.CompressedInputStream(pa.PythonFile(compressed, mode="r"), "zstd")
 
 
-def decompressed(path: Path, data: bytes) -> bytes:
-    """`data`, the bytes of `path`, decompressed when its name ends with .gz."""
-    return gzip.decompress(data) if is_gzip(path) else data
+class _Capped(io.RawIOBase):
+    """A decompressing stream that raises ReadError once more than `limit` bytes came out,
+    or when the compressed bytes are broken."""
+
+    def __init__(self, stream, path: Path, compression: str, limit: int, ratio: float):
+        self.stream, self.path, self.compression = stream, path, compression
+        self.limit, self.ratio, self.produced = limit, ratio, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            data = self.stream.read(len(buffer))
+        except (OSError, EOFError, lzma.LZMAError, ValueError) as error:
+            # gzip.BadGzipFile is an OSError; pyarrow's errors are OSError or ValueError
+            raise ReadError(
+                f"{self.path}: not a readable {self.compression} file ({error}); fix or "
+                f"remove the file, or name it without {self.compression} if it is not compressed"
+            ) from None
+        self.produced += len(data)
+        if self.produced > self.limit:
+            raise ReadError(
+                f"{self.path}: expands past {self.limit:,} bytes ({self.ratio:g} times its "
+                f"size), the cap on decompression; if it is not a decompression bomb, raise "
+                "`ingest.max_expansion_ratio` in the run config (or "
+                "THRESHER_MAX_EXPANSION_RATIO for a command)"
+            )
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The whole file, decompressed by its suffix (within the cap). Raises ReadError for a
+    file that does not decompress, OSError for one that cannot be read."""
+    with open_binary(path) as handle:
+        return handle.read()
+
+
+@dataclass
+class LineBlock:
+    """Consecutive lines of a file: `data` (whole lines, each ending in `\n` but perhaps the
+    file's last), the first one's 1-based number, and the numbers of the lines longer than
+    the limit, each replaced in `data` by the placeholder."""
+
+    first: int
+    data: bytes
+    too_long: list[int] = field(default_factory=list)
+
+
+def line_blocks(
+    handle: IO[bytes], block_bytes: int, max_line_bytes: int, placeholder: bytes = b""
+) -> Iterator[LineBlock]:
+    """The lines of `handle` in blocks of about `block_bytes`. A line longer than
+    `max_line_bytes` is never held whole: its bytes are skipped as they are read."""
+    number = 1  # of the first line not yet in a block
+    carry = b""  # the start of a line whose end has not been read
+    skipping = False  # inside a line already known to be too long
+    too_long: list[int] = []
+    while chunk := handle.read(block_bytes):
+        if skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                continue
+            chunk, skipping = chunk[end + 1 :], False
+            yield LineBlock(number, placeholder + b"\n", [number])
+            number += 1
+        data = carry + chunk
+        last = data.rfind(b"\n")
+        if last < 0:  # no line ends in it
+            carry = data
+            if len(carry) > max_line_bytes:
+                carry, skipping = b"", True
+            continue
+        data, carry = data[: last + 1], data[last + 1 :]
+        data, too_long = _set_aside_long_lines(data, number, max_line_bytes, placeholder)
+        yield LineBlock(number, data, too_long)
+        number += data.count(b"\n")
+        if len(carry) > max_line_bytes:
+            carry, skipping = b"", True
+    if skipping:
+        yield LineBlock(number, placeholder, [number])
+    elif carry:
+        data, too_long = _set_aside_long_lines(carry, number, max_line_bytes, placeholder)
+        yield LineBlock(number, data, too_long)
+
+
+def _set_aside_long_lines(
+    data: bytes, first: int, max_line_bytes: int, placeholder: bytes
+) -> tuple[bytes, list[int]]:
+    if len(data) <= max_line_bytes:
+        return data, []
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+    ends = np.append(ends, len(data)) if not data.endswith(b"\n") else ends
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    long = np.flatnonzero(ends - starts > max_line_bytes)
+    if long.size == 0:
+        return data, []
+    pieces, at = [], 0
+    for index in long.tolist():
+        pieces += [data[at : starts[index]], placeholder]
+        at = int(ends[index])
+    pieces.append(data[at:])
+    return b"".join(pieces), [first + index for index in long.tolist()]
 
 
 def is_utf8(encoding: str) -> bool:
@@ -84,8 +230,8 @@ def decode_lossy(data: bytes, encoding: str) -> tuple[str, bool]:
 
 
 class Lines:
-    """Lines of a file without their `\\n` (a `\\r` before it is kept), decompressed when
-    its name ends with .gz; `count` is the number read so far: the index of the next one."""
+    """Lines of a file without their `\\n` (a `\\r` before it is kept), decompressed by its
+    suffix; `count` is the number read so far: the index of the next one."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

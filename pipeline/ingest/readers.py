@@ -3,9 +3,12 @@
 A raw frame has `_location` (1-based line for jsonl and changelogs, 1-based data row for
 csv and parquet, 1 for a text file), `_error` (a reason code, null for a good row) and one
 column per input field, kept as read. Readers never raise for a bad row; they raise
-DataError only when the whole file cannot be used, naming the file and what to do. Files are
-opened and decoded by `pipeline.ingest.files`; a source file is read whole, as it is (not
-decompressed: a Debian changelog decompresses its own).
+DataError only when the whole file cannot be used, naming the file and what to do: a file
+that cannot be opened or decompressed, or whose every row is unreadable (it is in another
+format or encoding than declared, or compressed under a plain name). Files are opened and
+decompressed by `pipeline.ingest.files`, within the bounds of `ingest` (IngestConfig): JSON
+Lines are read in blocks of about BLOCK_BYTES, a line over `max_record_bytes` set aside
+unread; a text file is read only up to what a text within bounds could take.
 """
 
 from __future__ import annotations
@@ -14,26 +17,41 @@ import codecs
 import csv
 import io
 import json
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import orjson
 import polars as pl
 
-from pipeline.config import FieldMapping, SourceDeclaration
+from pipeline.config import FieldMapping, IngestConfig, SourceDeclaration
 from pipeline.core import reasons, storage
 from pipeline.core.errors import DataError
 from pipeline.ingest import files
 from pipeline.ingest.debian_changelog import read_debian_changelog
 from pipeline.ingest.files import decode_lossy, is_utf8
 
+BLOCK_BYTES = 16 << 20  # JSON Lines are parsed in blocks of about this size
+DEFAULT_LIMITS = IngestConfig()
+
 # The text must be a JSON string; the other mapped roles may be any JSON scalar. Values of
 # another JSON type would otherwise be silently turned into strings by the fast reader.
 _STRING_ONLY = ("text",)
 
 
-def read_file(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    """Read one file; `name` is its stable relative name (the id of a text file)."""
+def read_file(
+    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig = DEFAULT_LIMITS
+) -> pl.DataFrame:
+    """Read one file whole; `name` is its stable relative name (the id of a text file)."""
+    frames = list(read_file_frames(path, name, source, limits))
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+
+
+def read_file_frames(
+    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig = DEFAULT_LIMITS
+) -> Iterator[pl.DataFrame]:
+    """Read one file as consecutive raw frames (one but for large JSON Lines files)."""
     reader = {
         "jsonl": _read_jsonl,
         "csv": _read_csv,
@@ -41,7 +59,32 @@ def read_file(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
         "text": _read_text,
         "debian_changelog": read_debian_changelog,
     }[source.format]
-    return reader(path, name, source)
+    rows, unreadable = 0, Counter()
+    for frame in reader(path, name, source, limits):
+        rows += frame.height
+        unreadable.update(frame.filter(pl.col("_error").is_in(reasons.UNREADABLE))["_error"])
+        yield frame
+    if rows == 0:  # an empty file
+        yield pl.DataFrame(schema={"_location": pl.Int64, "_error": pl.String})
+    elif unreadable.total() == rows and source.format != "text":  # there a file is one record
+        raise DataError(_unreadable(path, source, rows, unreadable))
+
+
+def _unreadable(path: Path, source: SourceDeclaration, rows: int, why: Counter) -> str:
+    """What to say of a file none of whose rows could be read, with the likely cause."""
+    counts = ", ".join(f"{count:,} {reason}" for reason, count in why.most_common())
+    with path.open("rb") as handle:
+        compressed = files.looks_compressed(handle.read(8))
+    if compressed and files.compression_of(path) is None:
+        cause = f"it is {compressed}-compressed: name it with the {compressed} suffix"
+    elif reasons.INVALID_UTF8 in why:
+        cause = (
+            f"it is not {source.encoding} text (compressed, binary or another encoding): "
+            "set the source's `encoding`, or fix the file"
+        )
+    else:
+        cause = f"it is not {source.format} (the source's `format`): fix the declaration"
+    return f"{path}: none of its {rows:,} rows could be read ({counts}); likely {cause}"
 
 
 def _mapped(fields: FieldMapping) -> dict[str, str]:
@@ -52,25 +95,48 @@ def _mapped(fields: FieldMapping) -> dict[str, str]:
     return {role: name for role, name in roles.items() if name}
 
 
-def _read_jsonl(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    """polars reads the file whole. A file with a blank line, a line that is not a JSON
-    object, or bytes not valid in its encoding is first sorted line by line, so each bad
-    line can be named; polars then reads the good lines, so every value is rendered the
-    same way whichever path a file took."""
-    data = files.read_bytes(path, decompress=False)
+def _read_jsonl(
+    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
+) -> Iterator[pl.DataFrame]:
+    """Blocks of lines, each read as `_read_json_lines` does; a line over the bound is
+    replaced by an empty object, so the block keeps its numbering, and then marked."""
+    with files.open_binary(path, limits.max_expansion_ratio) as handle:
+        if not is_utf8(source.encoding):  # a newline may be several bytes: read it whole
+            yield _read_json_lines(handle.read(), source, 1)
+            return
+        blocks = files.line_blocks(handle, BLOCK_BYTES, limits.max_record_bytes, b"{}")
+        for block in blocks:
+            data = block.data.removeprefix(codecs.BOM_UTF8) if block.first == 1 else block.data
+            frame = _read_json_lines(data, source, block.first)
+            if block.too_long:
+                too_long = pl.col("_location").is_in(block.too_long)
+                frame = frame.with_columns(
+                    pl.when(too_long)
+                    .then(pl.lit(reasons.RECORD_TOO_LARGE))
+                    .otherwise(pl.col("_error"))
+                    .alias("_error")
+                )
+            yield frame
+
+
+def _read_json_lines(data: bytes, source: SourceDeclaration, first: int) -> pl.DataFrame:
+    """polars reads the lines at once (`first` is the first one's number). A block with a
+    blank line, a line that is not a JSON object, or bytes not valid in its encoding is first
+    sorted line by line, so each bad line can be named; polars then reads the good lines, so
+    every value is rendered the same way whichever path a block took."""
     if is_utf8(source.encoding):
         data = data.removeprefix(codecs.BOM_UTF8)
         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
         try:
             frame = _parse_json_lines(data, source.fields)
-        except pl.exceptions.PolarsError:
+        except (pl.exceptions.PolarsError, OSError):  # OSError: polars tried to gunzip it
             frame = None  # invalid JSON or UTF-8 on some line
         if frame is not None and frame.height == lines:  # no blank lines: row n is line n
-            locations = pl.int_range(1, pl.len() + 1, dtype=pl.Int64, eager=False)
+            locations = pl.int_range(first, first + pl.len(), dtype=pl.Int64, eager=False)
             return _recheck_suspects(
                 frame.with_columns(locations.alias("_location")), data, source.fields
             )
-    return _read_jsonl_by_line(data, source)
+    return _read_jsonl_by_line(data, source, first)
 
 
 def _parse_json_lines(data: bytes, fields: FieldMapping) -> pl.DataFrame:
@@ -121,9 +187,9 @@ def _wanted(fields: FieldMapping) -> list[str]:
     return list(dict.fromkeys([*_mapped(fields).values(), *fields.metadata]))
 
 
-def _read_jsonl_by_line(data: bytes, source: SourceDeclaration) -> pl.DataFrame:
+def _read_jsonl_by_line(data: bytes, source: SourceDeclaration, first: int) -> pl.DataFrame:
     bad, good, numbers = [], [], []
-    for number, line in enumerate(_decoded_lines(data, source.encoding), start=1):
+    for number, line in enumerate(_decoded_lines(data, source.encoding), start=first):
         if line is None:
             bad.append({"_location": number, "_error": reasons.INVALID_UTF8})
         elif line.strip():  # blank lines are not records
@@ -185,12 +251,18 @@ def _nested_json(value) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _read_csv(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    text, valid = decode_lossy(files.read_bytes(path, decompress=False), source.encoding)
+def _read_csv(
+    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
+) -> Iterator[pl.DataFrame]:
+    """Read whole (a compressed file within the expansion cap), as polars needs it; a field
+    of any size is read, and a text over the bound dropped when records are made."""
+    with files.open_binary(path, limits.max_expansion_ratio) as handle:
+        text, valid = decode_lossy(handle.read(), source.encoding)
     text = text.removeprefix("\ufeff")
     if not text.strip():  # an empty file holds no records
         schema = {"_location": pl.Int64, "_error": pl.String}
-        return pl.DataFrame(schema=schema | dict.fromkeys(_wanted(source.fields), pl.String))
+        yield pl.DataFrame(schema=schema | dict.fromkeys(_wanted(source.fields), pl.String))
+        return
     try:
         frame = pl.read_csv(io.StringIO(text), infer_schema=False, raise_if_empty=False)
         frame = frame.with_columns(
@@ -209,7 +281,7 @@ def _read_csv(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
             .otherwise(pl.col("_error"))
             .alias("_error")
         )
-    return frame
+    yield frame
 
 
 def _read_csv_by_row(text: str) -> pl.DataFrame:
@@ -239,11 +311,17 @@ def _read_csv_by_row(text: str) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def _read_parquet(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
+def _read_parquet(
+    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
+) -> Iterator[pl.DataFrame]:
     try:
-        frame = pl.read_parquet(
-            path if storage.is_local(path) else io.BytesIO(files.read_bytes(path, decompress=False))
-        )
+        if storage.is_local(path) and files.compression_of(path) is None:
+            frame = pl.read_parquet(path)
+        else:  # Parquet needs to seek
+            with files.open_binary(path, limits.max_expansion_ratio) as handle:
+                frame = pl.read_parquet(io.BytesIO(handle.read()))
+    except files.ReadError:
+        raise
     except Exception as error:
         raise DataError(
             f"{path}: not a readable Parquet file ({error}); fix or remove the file"
@@ -261,7 +339,7 @@ def _read_parquet(path: Path, name: str, source: SourceDeclaration) -> pl.DataFr
         # already typed: render as ISO 8601 in UTC so one parser handles every format
         frame = frame.with_columns(_as_iso_utc(pl.col(timestamp), frame.schema[timestamp]))
     frame = _stringify(frame)
-    return frame.with_columns(
+    yield frame.with_columns(
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
         pl.lit(None, dtype=pl.String).alias("_error"),
     )
@@ -288,14 +366,24 @@ def _require_columns(path: Path, frame: pl.DataFrame, source: SourceDeclaration)
         )
 
 
-def _read_text(path: Path, name: str, source: SourceDeclaration) -> pl.DataFrame:
-    text, valid = decode_lossy(files.read_bytes(path, decompress=False), source.encoding)
-    return pl.DataFrame(
-        {
-            "_location": [1],
-            "_error": [None if valid else reasons.INVALID_UTF8],
-            "text": [text if valid else None],
-            "path": [name],
-        },
+def _read_text(
+    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
+) -> Iterator[pl.DataFrame]:
+    """The file is one record. Only as many bytes are read as a text within the bound could
+    take (4 per character in UTF-8, 4 at most in any encoding but UTF-32's BOM); a file
+    holding more is dropped as text_too_long unread, a longer text when records are made."""
+    enough = min(4 * limits.max_text_chars + 4, limits.max_record_bytes)
+    with files.open_binary(path, limits.max_expansion_ratio) as handle:
+        data = handle.read(enough + 1)
+    error, text = None, None
+    if len(data) > enough:
+        error = (
+            reasons.TEXT_TOO_LONG if enough < limits.max_record_bytes else reasons.RECORD_TOO_LARGE
+        )
+    else:
+        text, valid = decode_lossy(data, source.encoding)
+        error, text = (None, text) if valid else (reasons.INVALID_UTF8, None)
+    yield pl.DataFrame(
+        {"_location": [1], "_error": [error], "text": [text], "path": [name]},
         schema={"_location": pl.Int64, "_error": pl.String, "text": pl.String, "path": pl.String},
     )

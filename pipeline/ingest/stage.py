@@ -16,13 +16,13 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.config import SourceDeclaration
+from pipeline.config import IngestConfig, SourceDeclaration
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import record_key, xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.core.progress import progress
 from pipeline.core.schema import RECORD_SCHEMA
-from pipeline.ingest.readers import read_file
+from pipeline.ingest.readers import DEFAULT_LIMITS, read_file_frames
 from pipeline.ingest.source_files import source_files
 from pipeline.ingest.timestamps import parse_timestamps
 from pipeline.stage import RunContext, StageResult
@@ -62,7 +62,10 @@ def plan_parts(sources: list[SourceDeclaration], part_bytes: int) -> list[Ingest
 
 
 def read_part(
-    part: IngestPart, source: SourceDeclaration, out_dir: Path
+    part: IngestPart,
+    source: SourceDeclaration,
+    out_dir: Path,
+    limits: IngestConfig = DEFAULT_LIMITS,
 ) -> tuple[int, pl.DataFrame]:
     """Read a part's files into `out_dir` as Parquet files named by the part's number (a
     retry rewrites them); its input rows and its bad rows' events."""
@@ -72,9 +75,9 @@ def read_part(
     writer = _PartWriter(out_dir, f"part-{part.number:05d}")
     rows_in, bad_rows = 0, [ledger.empty()]
     for batch in part.batches:
-        read, records, bad = _read_batch(list(batch), source)
-        rows_in += read
-        bad_rows.append(writer.add(records, bad))
+        for read, records, bad in _read_batch(list(batch), source, limits.for_source(source)):
+            rows_in += read
+            bad_rows.append(writer.add(records, bad))
     writer.close()
     return rows_in, pl.concat(bad_rows)
 
@@ -91,7 +94,12 @@ def finish(out_dir: Path) -> pl.DataFrame:
     return events
 
 
-def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> StageResult:
+def ingest(
+    sources: list[SourceDeclaration],
+    ctx: RunContext,
+    out_dir: Path,
+    limits: IngestConfig = DEFAULT_LIMITS,
+) -> StageResult:
     """Read all sources into `out_dir` as Parquet parts; return a scan of them.
 
     Files are read and mapped in batches of about BATCH_BYTES on a few threads (polars and
@@ -108,7 +116,9 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
         progress("ingest", len(parts)) as advance,
         ThreadPoolExecutor(max_workers=INGEST_THREADS) as pool,
     ):
-        read = _in_order(pool, lambda part: read_part(part, declared[part.source], out_dir), parts)
+        read = _in_order(
+            pool, lambda part: read_part(part, declared[part.source], out_dir, limits), parts
+        )
         for part, (rows_in, bad) in zip(parts, read, strict=True):
             per_source[part.source]["records_in"] += rows_in
             bad_rows.append(bad)
@@ -117,16 +127,35 @@ def ingest(sources: list[SourceDeclaration], ctx: RunContext, out_dir: Path) -> 
     return StageResult(
         frame=pl.scan_parquet(out_dir / "part-*.parquet"),
         events=events,
-        stats=ingest_stats(per_source, events),
+        stats=ingest_stats(per_source, events, parts),
     )
 
 
-def ingest_stats(per_source: dict[str, dict[str, int]], events: pl.DataFrame) -> dict:
-    """records_in and bad_rows, in all and per source, from the rows read and the events."""
+def ingest_stats(
+    per_source: dict[str, dict[str, int]], events: pl.DataFrame, parts: list[IngestPart] = ()
+) -> dict:
+    """records_in and bad_rows, in all and per source, from the rows read and the events; and a
+    warning for each source whose files (of `parts`) hold bytes but gave no record."""
     for source_name, dropped in events.group_by("source").len().iter_rows():
         per_source[source_name]["bad_rows"] = dropped
     records_in = sum(counts["records_in"] for counts in per_source.values())
-    return {"records_in": records_in, "bad_rows": events.height, "sources": per_source}
+    sizes: dict[str, int] = {}
+    for part in parts:
+        for batch in part.batches:
+            sizes[part.source] = sizes.get(part.source, 0) + sum(p.stat().st_size for p, _ in batch)
+    warnings = [
+        f"source {name!r}: its files hold {sizes[name]:,} bytes but gave no record "
+        f"({counts['records_in']:,} rows read, {counts.get('bad_rows', 0):,} dropped at ingest; "
+        "see the report's drop reasons)"
+        for name, counts in per_source.items()
+        if sizes.get(name) and counts["records_in"] - counts.get("bad_rows", 0) <= 0
+    ]
+    return {
+        "records_in": records_in,
+        "bad_rows": events.height,
+        "sources": per_source,
+        "warnings": warnings,
+    }
 
 
 def _in_order(pool: ThreadPoolExecutor, work, items: list) -> Iterator:
@@ -156,19 +185,38 @@ def _batches(files: list[tuple[Path, str]]) -> list[list[tuple[Path, str]]]:
 
 
 def _read_batch(
-    batch: list[tuple[Path, str]], source: SourceDeclaration
+    batch: list[tuple[Path, str]], source: SourceDeclaration, limits: IngestConfig
+) -> Iterator[tuple[int, pl.DataFrame, pl.DataFrame]]:
+    """(rows read, good records, bad-row events) for about BATCH_BYTES of raw rows at a time:
+    small files are mapped together, a large one in several pieces."""
+    pending: list[pl.DataFrame] = []
+    size = 0
+    for path, name in batch:
+        for raw in read_file_frames(path, name, source, limits):
+            pending.append(raw.with_columns(pl.lit(name).alias("_file")))
+            size += raw.estimated_size()
+            if size >= BATCH_BYTES:
+                yield _mapped(pending, source, limits)
+                pending, size = [], 0
+    if pending:
+        yield _mapped(pending, source, limits)
+
+
+def _mapped(
+    raws: list[pl.DataFrame], source: SourceDeclaration, limits: IngestConfig
 ) -> tuple[int, pl.DataFrame, pl.DataFrame]:
-    raws = [
-        read_file(path, name, source).with_columns(pl.lit(name).alias("_file"))
-        for path, name in batch
-    ]
     raw = raws[0] if len(raws) == 1 else pl.concat(raws, how="diagonal_relaxed")
-    return raw.height, *to_records(raw, source)
+    return raw.height, *to_records(raw, source, limits.max_text_chars)
 
 
-def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFrame, pl.DataFrame]:
+def to_records(
+    raw: pl.DataFrame,
+    source: SourceDeclaration,
+    max_text_chars: int = DEFAULT_LIMITS.max_text_chars,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Map raw rows (of one or more files, named in `_file`) to canonical records;
-    return (good records, bad-row events)."""
+    return (good records, bad-row events). A text over `max_text_chars` (once normalized,
+    as the gate counts it) is a bad row, its length in the evidence."""
     fields = source.fields
 
     def column(name: str | None) -> pl.Expr:
@@ -209,6 +257,8 @@ def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFra
         .then(pl.lit(reasons.MISSING_TEXT))
         .when(pl.col("text") == "")
         .then(pl.lit(reasons.EMPTY_TEXT))
+        .when(pl.col("text").str.len_chars() > max_text_chars)
+        .then(pl.lit(reasons.TEXT_TOO_LONG))
         .when(pl.col("_timestamp_raw").is_not_null() & pl.col("timestamp").is_null())
         .then(pl.lit(reasons.UNPARSEABLE_TIMESTAMP))
     )
@@ -231,11 +281,16 @@ def to_records(raw: pl.DataFrame, source: SourceDeclaration) -> tuple[pl.DataFra
         content_hash.alias("source_content_hash"),
         content_hash.alias("content_hash"),
     ).select(RECORD_SCHEMA.names())
-    evidence = pl.struct(
+    where = [
         pl.col("_file").alias("file"),
         pl.col("_location").alias(
             "line" if source.format in ("jsonl", "debian_changelog") else "row"
         ),
+    ]
+    evidence = (
+        pl.when((pl.col("_error") == reasons.TEXT_TOO_LONG) & pl.col("text").is_not_null())
+        .then(pl.struct(*where, pl.col("text").str.len_chars().alias("chars")).struct.json_encode())
+        .otherwise(pl.struct(*where).struct.json_encode())
     )
     bad_events = ledger.events(
         bad, stage=STAGE, action=reasons.DROPPED, reason=pl.col("_error"), evidence=evidence

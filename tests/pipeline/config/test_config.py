@@ -304,3 +304,27 @@ def test_an_impossible_date_is_named_with_its_line(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"c.yaml:5: not a real date \(day is out of range"):
         load_run_config(write(tmp_path / "c.yaml", text))
+
+
+BOMB = """name: x
+sources: s.yaml
+unknown_key:
+  a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+""" + "".join(
+    f"  {level}: &{level} [{', '.join([f'*{previous}'] * 9)}]\n"
+    for previous, level in zip("abcdefgh", "bcdefghi")
+)
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once_and_plain_anchors_still_work(tmp_path):
+    with pytest.raises(ConfigError, match=r"aliases \(\*name\) expand to 490,329,070 values"):
+        load_run_config(write(tmp_path / "bomb.yaml", BOMB))
+    source = {**SMS_SOURCE, "location": "*.jsonl"}
+    anchored = f"""name: x
+sources:
+  - &sms {yaml.safe_dump(source, default_flow_style=True).strip()}
+  - {{<<: *sms, name: other}}
+"""
+    cfg = load_run_config(write(tmp_path / "ok.yaml", anchored))
+    assert [s.name for s in cfg.source_list] == ["sms", "other"]
+    assert cfg.source_list[1].license == SMS_SOURCE["license"]

@@ -3,10 +3,13 @@ compression, format by suffix, streamed batches, whole columns and bad-row repor
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 
 import polars as pl
+import pyarrow as pa
 import pytest
 
 from pipeline.ingest import field_rows, files
@@ -33,11 +36,20 @@ LINES = [
 ]
 
 
-def test_a_gzip_jsonl_file_streams_the_same_rows_as_the_plain_one(tmp_path, monkeypatch):
+def _compress(data: bytes, suffix: str) -> bytes:
+    if suffix == ".zst":
+        return pa.compress(data, codec="zstd", asbytes=True)
+    return {".gz": gzip, ".bz2": bz2, ".xz": lzma}[suffix].compress(data)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_a_compressed_jsonl_file_streams_the_same_rows_as_the_plain_one(
+    tmp_path, monkeypatch, suffix
+):
     content = ("\n".join(LINES) + "\n").encode()
-    plain, packed = tmp_path / "rows.jsonl", tmp_path / "rows.jsonl.gz"
+    plain, packed = tmp_path / "rows.jsonl", tmp_path / f"rows.jsonl{suffix}"
     plain.write_bytes(content)
-    packed.write_bytes(gzip.compress(content))
+    packed.write_bytes(_compress(content, suffix))
     monkeypatch.setattr(field_rows, "BATCH_ROWS", 2)  # several batches
 
     assert files.format_of(packed) == files.format_of(plain) == "jsonl"
@@ -86,12 +98,41 @@ def test_a_malformed_csv_row_is_reported_with_its_row_and_raw_lines(tmp_path):
     assert raw == {1: '2,"two\nlines",extra'}
 
 
-def test_an_unreadable_csv_row_names_the_file_row_and_line(tmp_path):
+def test_a_csv_field_over_the_csv_modules_default_limit_is_read_with_the_rows_after_it(tmp_path):
     path = tmp_path / "big.csv"
-    path.write_text(f'text\nclean\n"{"a" * 200_000}"\n')
+    path.write_text(f'text\nclean\n"{"a" * 200_000}"\nafter\n')
+    texts, bad, _ = _rows(path)
+    assert texts == [(0, "clean"), (1, "a" * 200_000), (2, "after")]
+    assert bad == []
+
+
+def test_decompression_past_the_cap_stops_with_an_error_naming_the_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "EXPANSION_FLOOR_BYTES", 1 << 20)
+    bomb = tmp_path / "notes.txt.gz"
+    bomb.write_bytes(gzip.compress(b"\0" * (8 << 20)))  # 8 MiB from 8 KiB: 1,000 times
     with pytest.raises(ReadError) as error:
-        _rows(path)
-    assert str(error.value).startswith(f"{path}: cannot read row 1 (line 3): field larger")
+        list(field_batches(bomb, "text"))
+    message = str(error.value)
+    assert message.startswith(f"{bomb}: expands past ")
+    assert "ingest.max_expansion_ratio" in message
+    with files.open_binary(bomb, max_expansion_ratio=2000) as handle:  # a raised cap lets it
+        assert len(handle.read()) == 8 << 20
+
+
+def test_line_blocks_set_long_lines_aside_unread_and_keep_the_numbering(tmp_path):
+    lines = [b"a" * 10, b"b" * 100, b"c" * 5, b"d" * 300, b"e" * 7]
+    path = tmp_path / "lines"
+    path.write_bytes(b"\n".join(lines))  # no newline after the last
+    with path.open("rb") as handle:
+        blocks = list(files.line_blocks(handle, 64, 50, b"{}"))
+    numbered = []
+    for block in blocks:
+        numbered += list(
+            enumerate(block.data.split(b"\n")[: block.data.count(b"\n") + 1], block.first)
+        )
+    kept = [(number, line) for number, line in numbered if line]
+    assert kept == [(1, b"a" * 10), (2, b"{}"), (3, b"c" * 5), (4, b"{}"), (5, b"e" * 7)]
+    assert sorted(n for block in blocks for n in block.too_long) == [2, 4]
 
 
 def test_plain_text_is_lines_in_chunks_that_carry_the_last_lines(tmp_path):
@@ -140,7 +181,11 @@ def test_whole_columns_read_a_json_array_a_bom_and_blank_text_lines(tmp_path):
 def test_a_cut_gzip_file_is_a_read_error_naming_it(tmp_path):
     path = tmp_path / "rows.jsonl.gz"
     path.write_bytes(gzip.compress(b'{"text": "a"}\n' * 100)[:30])
-    with pytest.raises(ReadError, match=f"{path}: cannot read it"):
-        read_column(path, "text", "--text-field")
-    with pytest.raises(ReadError, match=f"{path}: cannot read row [0-9]+: Compressed file ended"):
-        list(field_batches(path, "text"))
+    for read in (
+        lambda: read_column(path, "text", "--text-field"),
+        lambda: list(field_batches(path, "text")),
+    ):
+        with pytest.raises(
+            ReadError, match=f"{path}: not a readable .gz file .*Compressed file ended"
+        ):
+            read()

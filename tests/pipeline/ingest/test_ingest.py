@@ -19,6 +19,7 @@ from pipeline.core import reasons
 from pipeline.core.errors import DataError
 from pipeline.core.schema import RECORD_SCHEMA
 from pipeline.ingest.stage import ingest
+from pipeline.ingest.stage import ingest as ingest_stage
 from pipeline.ingest.timestamps import parse_timestamps
 from pipeline.stage import RunContext
 
@@ -484,3 +485,107 @@ def test_a_declared_encoding_is_used_to_find_lines(tmp_path):
     )
     assert stats["records_in"] == 2 and events.height == 0
     assert sorted(records["text"]) == ["caf\u00e9", "na\u00efve"]
+
+
+def run_ingest_with(root: Path, ingest: dict, *declarations: dict):
+    sources = [SourceDeclaration(**{**d, "base_dir": str(root)}) for d in declarations]
+    cfg = RunConfig(name="t", workdir=str(root / "work"), sources=sources, ingest=ingest)
+    ctx = RunContext(run_id="r", run_dir=root / "work", config=cfg, config_hash=config_hash(cfg))
+    result = ingest_stage(sources, ctx, root / "work" / "ingested", cfg.ingest)
+    return result.frame.collect(), result.events, result.stats
+
+
+def _by_location(events: pl.DataFrame) -> dict[tuple[str, int], tuple[str, dict]]:
+    found = {}
+    for evidence, reason in zip(events["evidence"], events["reason"], strict=True):
+        where = json.loads(evidence)
+        found[where.pop("file"), where.pop("line", None) or where.pop("row")] = (reason, where)
+    return found
+
+
+def test_an_oversized_text_or_line_is_dropped_where_it_is_read_and_the_rest_read(tmp_path):
+    rows = [json.dumps({"id": n, "text": f"message {n}"}) for n in range(6)]
+    rows[1] = json.dumps({"id": "long", "text": "x" * 1_500})  # over the text bound
+    rows[3] = json.dumps({"id": "huge", "text": "y" * 9_000})  # over the line bound: unread
+    (tmp_path / "in.jsonl").write_text("\n".join(rows) + "\n")
+    bounds = {"max_text_chars": 1_000, "max_record_bytes": 8_000}
+    records, events, stats = run_ingest_with(
+        tmp_path, bounds, jsonl_source(fields={"text": "text", "id": "id"})
+    )
+    assert stats["records_in"] == 6
+    assert sorted(records["text"]) == [f"message {n}" for n in (0, 2, 4, 5)]
+    assert _by_location(events) == {
+        ("in.jsonl", 2): (reasons.TEXT_TOO_LONG, {"chars": 1_500}),
+        ("in.jsonl", 4): (reasons.RECORD_TOO_LARGE, {}),
+    }
+
+
+def test_a_source_sets_its_own_text_bound_for_csv_and_text_files(tmp_path):
+    (tmp_path / "in.csv").write_text(f'id,text\n1,short\n2,"{"z" * 5_000}"\n3,after\n')
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "big.txt").write_text("w" * 100_000)  # never read whole
+    (tmp_path / "t" / "small.txt").write_text("a note")
+    common = {"license": "MIT", "consent": "contract", "owner": "us"}
+    records, events, _ = run_ingest_with(
+        tmp_path,
+        {"max_text_chars": 100_000},
+        csv_source(max_text_chars=1_000),
+        {"name": "t", "location": "t/*.txt", "format": "text", "max_text_chars": 1_000, **common},
+    )
+    assert sorted(records["text"]) == ["a note", "after", "short"]
+    assert _by_location(events) == {
+        ("in.csv", 2): (reasons.TEXT_TOO_LONG, {"chars": 5_000}),
+        ("t/big.txt", 1): (reasons.TEXT_TOO_LONG, {}),
+    }
+
+
+def test_a_bound_above_the_gate_is_refused():
+    with pytest.raises(ValueError, match="above gates.max_text_chars"):
+        RunConfig(
+            name="t",
+            sources=[SourceDeclaration(**jsonl_source())],
+            ingest={"max_text_chars": 2_000_000},
+        )
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_compressed_sources_give_the_records_of_the_plain_file(tmp_path, sms_spam, suffix):
+    import bz2
+    import lzma
+
+    import pyarrow as pa
+
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 30))
+    plain, _, _ = run_ingest(tmp_path, SMS_SOURCE)
+    data = (tmp_path / "data" / "sms-1.jsonl").read_bytes()
+    compress = {
+        ".gz": gzip.compress,
+        ".bz2": bz2.compress,
+        ".xz": lzma.compress,
+        ".zst": lambda raw: pa.compress(raw, codec="zstd", asbytes=True),
+    }[suffix]
+    packed = tmp_path / "packed"
+    (packed / "data").mkdir(parents=True)
+    (packed / "data" / "sms-1.jsonl").write_bytes(compress(data))  # the plain name, for ids
+    (packed / "data" / "sms-1.jsonl").rename(packed / "data" / f"sms-1.jsonl{suffix}")
+    records, events, _ = run_ingest(packed, {**SMS_SOURCE, "location": "data/sms*.jsonl*"})
+    assert events.height == 0
+    assert records.height == plain.height == 30
+    assert records["text"].to_list() == plain["text"].to_list()
+
+
+def test_a_file_none_of_whose_rows_can_be_read_stops_the_run_naming_the_likely_cause(tmp_path):
+    rows = "".join(json.dumps({"id": n, "text": f"m {n}"}) + "\n" for n in range(10))
+    (tmp_path / "in.jsonl").write_bytes(gzip.compress(rows.encode()))  # compressed, plain name
+    with pytest.raises(DataError) as error:
+        run_ingest(tmp_path, jsonl_source(fields={"text": "text", "id": "id"}))
+    message = str(error.value)
+    assert message.startswith(f"{tmp_path / 'in.jsonl'}: none of its ")
+    assert "likely it is .gz-compressed: name it with the .gz suffix" in message
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "in.jsonl").write_text("id,text\n1,not json\n")
+    with pytest.raises(
+        DataError,
+        match=r"in.jsonl: none of its 2 rows could be read \(2 invalid_json\); likely it is not jsonl",
+    ):
+        run_ingest(tmp_path / "other", jsonl_source(fields={"text": "text", "id": "id"}))
