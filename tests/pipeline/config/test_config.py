@@ -312,7 +312,7 @@ unknown_key:
   a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
 """ + "".join(
     f"  {level}: &{level} [{', '.join([f'*{previous}'] * 9)}]\n"
-    for previous, level in zip("abcdefgh", "bcdefghi")
+    for previous, level in zip("abcdefgh", "bcdefghi", strict=True)
 )
 
 
