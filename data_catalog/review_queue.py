@@ -88,7 +88,12 @@ def items(
         return [dict(row) for row in connection.execute(query).mappings()]
 
 
+MAX_ITEM_ID = 2**63 - 1  # the largest integer SQLite and PostgreSQL store
+
+
 def item(catalog: Catalog, item_id: int) -> dict[str, Any]:
+    if not 0 < item_id <= MAX_ITEM_ID:
+        raise DataError(f"no review item {item_id}; see `thresher review list`")
     with catalog.engine.connect() as connection:
         row = (
             connection.execute(

@@ -26,6 +26,7 @@ from flows.cli_common import (
     JsonOption,
     RefArgument,
     WorkdirOption,
+    checked,
     emit,
     fail,
     find_version,
@@ -177,7 +178,12 @@ def _unchanged(cfg) -> dict[str, Any] | None:
     except ThresherError:
         return None  # the run reports it
     previous, _ = unchanged.check(cfg, catalog)
-    return previous and previous | {"unchanged_since": previous["run_id"]}
+    if previous is None:
+        return None
+    from flows.report import repair_missing_reports
+
+    repair_missing_reports(catalog, cfg.name)
+    return previous | {"unchanged_since": previous["run_id"]}
 
 
 @contextmanager
@@ -691,6 +697,11 @@ def catalog_verify(
         stderr.print(f"{summary}, {len(findings)} problem(s)")
         raise typer.Exit(1)
     stderr.print(f"{summary}, all match")
+    from flows.report import REPORT_HTML, has_report, write_version_report
+
+    if not has_report(catalog.workdir, version):  # its run was killed after the commit
+        folder = checked(write_version_report, catalog, version)
+        stderr.print(f"wrote its missing report: {folder / REPORT_HTML}")
 
 
 # Each capability brings its own sub-app and commands.

@@ -22,6 +22,7 @@ from data_catalog.catalog import Catalog, VersionRecord
 from pipeline.config import PolicyConfig
 from pipeline.core import storage
 from pipeline.core.licenses import license_class
+from pipeline.core.locks import file_lock
 from pipeline.publish.reader import read_version
 from pipeline.report import audit
 from pipeline.report.html import render
@@ -40,17 +41,60 @@ RUN_STEPS = "run-steps.json"  # in the run folder: the summary's steps, before t
 
 
 def write_version_report(catalog: Catalog, version: VersionRecord) -> Path:
-    """Write (or rewrite) a version's report, Data Docs and cards; return the folder."""
-    folder = report_folder(catalog.workdir, version.name, version.dataset_hash)
-    folder.mkdir(parents=True, exist_ok=True)
-    report = version_report(catalog, version, previous=_previous(folder))
-    docs = _copy_data_docs(catalog.workdir / "runs" / version.run_id, folder)
-    report["data_docs"] = str(docs / "index.html") if docs else None
-    _write(folder, report)
+    """Write (or rewrite) a version's report, Data Docs and cards; return the folder.
+
+    Runs that made or found the same version may write its report at once: one at a time
+    (a lock per version), each into a folder of its own, which then replaces the report
+    folder whole. A writer killed half-way leaves the previous report, or none, never part
+    of one."""
     from data_catalog.dataset_cards import write_cards
 
-    write_cards(catalog, version, folder)
+    folder = report_folder(catalog.workdir, version.name, version.dataset_hash)
+    with file_lock(folder.parent / f".{version.dataset_hash}.lock"):
+        writing = folder.parent / f".{version.dataset_hash}.writing"
+        shutil.rmtree(writing, ignore_errors=True)  # what a killed writer left
+        writing.mkdir(parents=True)
+        report = version_report(catalog, version, previous=_previous(folder))
+        docs = _copy_data_docs(catalog.workdir / "runs" / version.run_id, writing)
+        report["data_docs"] = str(folder / "data_docs" / "index.html") if docs else None
+        _write(writing, report)
+        write_cards(catalog, version, writing)
+        _replace(folder, writing)
     return folder
+
+
+def _replace(folder: Path, new: Path) -> None:
+    """Put `new` in the place of `folder` (which may not exist), renaming, never copying."""
+    old = folder.parent / f".{folder.name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        folder.rename(old)
+    new.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def has_report(workdir: Path, version: VersionRecord) -> bool:
+    folder = report_folder(workdir, version.name, version.dataset_hash)
+    return (folder / REPORT_JSON).is_file() and (folder / REPORT_HTML).is_file()
+
+
+def repair_missing_reports(catalog: Catalog, name: str | None = None) -> list[str]:
+    """Write the report of every committed version (of dataset `name`, or all) that has none:
+    a run killed after its commit, or a report that failed. Returns their hashes."""
+    import logging
+
+    repaired = []
+    for version in catalog.versions(name):
+        if has_report(catalog.workdir, version):
+            continue
+        try:
+            write_version_report(catalog, version)
+            repaired.append(version.dataset_hash)
+        except Exception as error:  # noqa: BLE001 — the next run or `thresher report` tries again
+            logging.getLogger("thresher").warning(
+                "could not write the missing report of %s: %s", version.dataset_hash[:12], error
+            )
+    return repaired
 
 
 def refresh_report(config_path: str | Path, dataset_hash: str) -> str | None:

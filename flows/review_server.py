@@ -311,8 +311,9 @@ def create_app(
         )
 
     @app.get("/items/{item_id}", dependencies=LOGGED_IN)
-    def item_page(request: Request, item_id: int, flash: str = "") -> Response:
+    def item_page(request: Request, item_id: str, flash: str = "") -> Response:
         entry = _item(catalog, item_id)
+        item_id = entry["id"]
         kind, message = FLASHES.get(flash, (None, None))
         if entry["status"] == "pending" and not flash.startswith(("note_", "label_")):
             kind = message = None  # a decision's message on an undecided item is a made-up link
@@ -345,7 +346,8 @@ def create_app(
         )
 
     @app.post("/items/{item_id}/decision")
-    async def decision(request: Request, item_id: int, reviewer: Reviewer) -> Response:
+    async def decision(request: Request, item_id: str, reviewer: Reviewer) -> Response:
+        item_id = _item(catalog, item_id)["id"]
         form = await _form(request)
         sessions.check_form_token(request.cookies.get(SESSION_COOKIE), form.get("csrf"))
         verdict, note = form.get("decision"), form.get("note", "").strip()
@@ -399,18 +401,27 @@ async def _form(request: Request) -> dict[str, str]:
     body = await request.body()
     if len(body) > MAX_FORM_BYTES:
         raise Refused(413, "The form is too large.")
-    try:
-        fields = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=20)
-    except (UnicodeDecodeError, ValueError) as error:
+    try:  # strict: a note of bytes that are not UTF-8 is refused, not stored altered
+        fields = parse_qs(
+            body.decode("utf-8"), keep_blank_values=True, max_num_fields=20, errors="strict"
+        )
+    except UnicodeDecodeError as error:
+        raise Refused(400, "The form is not valid UTF-8 text; nothing was done.") from error
+    except ValueError as error:
         raise Refused(400, "The form could not be read.") from error
     return {name: values[0] for name, values in fields.items()}
 
 
-def _item(catalog: Catalog, item_id: int) -> dict[str, Any]:
+def _item(catalog: Catalog, item_id: int | str) -> dict[str, Any]:
+    """The item of a path's id; 404 for anything that is not the id of an item (words, signs,
+    numbers too large for the database)."""
+    text = str(item_id)
     try:
-        return review_queue.item(catalog, item_id)
+        if not (text.isascii() and text.isdigit()):
+            raise DataError(f"not an item id: {text!r}")
+        return review_queue.item(catalog, int(text))
     except DataError as error:
-        raise Refused(404, f"There is no review item {item_id}.") from error
+        raise Refused(404, f"There is no review item {text[:40]}.") from error
 
 
 def _decide(

@@ -103,8 +103,9 @@ def last_built(cfg: RunConfig, catalog: Catalog) -> tuple[Path, dict[str, Any]] 
 
 def check(cfg: RunConfig, catalog: Catalog) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(the summary of the run that built the latest version, when a run now would read
-    exactly what it read and that version's report exists, else None; what a run now reads,
-    None when that cannot be known: a source matching no file, which the run then reports)."""
+    exactly what it read, else None; what a run now reads, None when that cannot be known: a
+    source matching no file, which the run then reports). A missing report is no change: the
+    caller writes it (flows/report.repair_missing_reports)."""
     built = last_built(cfg, catalog)
     try:
         facts = fingerprint(cfg, catalog, built and built[1])
@@ -115,9 +116,6 @@ def check(cfg: RunConfig, catalog: Catalog) -> tuple[dict[str, Any] | None, dict
     try:
         summary = json.loads((built[0] / "summary.json").read_text())
     except (OSError, ValueError):
-        return None, facts
-    report = summary["paths"].get("report")
-    if not report or not Path(report).exists():
         return None, facts
     if not storage.location(summary["paths"]["manifest"]).exists():  # its files were removed
         return None, facts

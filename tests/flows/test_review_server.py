@@ -269,6 +269,25 @@ def test_approve_and_reject_are_recorded_like_the_cli(client, queue, tokens):
     assert "Write a note" in no_note.text and review_queue.item(catalog, 2)["status"] == "pending"
 
 
+def test_any_id_that_is_not_an_item_is_a_404_and_a_form_not_in_utf8_is_refused(
+    client, queue, tokens
+):
+    catalog, _ = queue
+    login(client, "ana", tokens["ana"])
+    for item_id in ("9" * 26, "0", "-1", "abc", "1e3", "%D9%A3", "99"):  # "٣": a digit, not ASCII
+        page = client.get(f"/items/{item_id}")
+        assert page.status_code == 404, item_id
+        assert "There is no review item" in page.text
+        assert decide(client, item_id, "approved", "fine").status_code == 404, item_id
+    token = form_token(client.get("/").text)
+    body = f"csrf={token}&decision=approved&note=%ff%fe"
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    garbled = client.post("/items/1/decision", content=body, headers=headers)
+    assert garbled.status_code == 400 and "not valid UTF-8" in garbled.text
+    assert review_queue.item(catalog, 1)["status"] == "pending"
+    assert review_queue.history(catalog, 1) == []
+
+
 def queue_label_conflict(catalog, evidence: dict) -> int:
     """Queue one label-conflict item for the evidence's representative; return its id."""
     item = {
