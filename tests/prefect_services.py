@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from process_guard import ProcessGuard
 
 PREFECT = str(Path(sys.executable).parent / "prefect")  # the real CLI of this environment
 POOL = "thresher"
@@ -57,6 +58,9 @@ class Service:
     process: subprocess.Popen
     log: Path
 
+    def __post_init__(self) -> None:
+        self.guard = ProcessGuard(self.pid)  # killed with the tests, even by SIGKILL
+
     @property
     def pid(self) -> int:
         return self.process.pid
@@ -81,12 +85,14 @@ class Service:
         _kill_all([*self.tree(), *_group(self.pid)])
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
+        self.guard.release()
 
     def stop(self, timeout: float = 15) -> None:
         """SIGINT, then SIGTERM (a worker ignores the first), then SIGKILL for what is left
         after `timeout` seconds; descendants in other sessions included."""
         if self.process.poll() is not None:
             _kill_all([*self.tree(), *_group(self.pid)])  # a leader gone, its children may not be
+            self.guard.release()
             return
         tree = self.tree()  # before the leader exits and its children get re-parented
         for number, sig in enumerate((signal.SIGINT, signal.SIGTERM)):
@@ -103,6 +109,7 @@ class Service:
             _kill_all(left)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
+        self.guard.release()
 
 
 @dataclass

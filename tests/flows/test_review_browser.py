@@ -18,6 +18,7 @@ import httpx
 import pytest
 from credential_factory import secret_sample
 from helpers import SMS_SOURCE, queue_for_review, write_project
+from process_guard import ProcessGuard
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -77,8 +78,10 @@ def server(tmp_path):
     }
     command = [sys.executable, "-c", "from flows.cli import main; main()", "review", "serve"]
     process = subprocess.Popen(
-        [*command, "--port", str(port), "--config", str(config)], env=env, stdout=log, stderr=log
-    )
+        [*command, "--port", str(port), "--config", str(config)],
+        env=env, stdout=log, stderr=log, start_new_session=True,
+    )  # fmt: skip
+    guard = ProcessGuard(process.pid)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
@@ -98,6 +101,7 @@ def server(tmp_path):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        guard.release()
         log.close()
 
 
@@ -111,12 +115,16 @@ def browser(monkeypatch):
         "--disable-component-update", "--no-first-run", "--window-size=1280,1000",
     ):  # fmt: skip
         options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    # chromedriver leads a process group of its own, which Chromium's processes join
+    service = Service(str(CHROMEDRIVER), popen_kw={"start_new_session": True})
+    driver = webdriver.Chrome(options=options, service=service)
+    guard = ProcessGuard(service.process.pid)
     driver.implicitly_wait(5)
     try:
         yield driver
     finally:
         driver.quit()
+        guard.release()
 
 
 def artifacts() -> Path:
