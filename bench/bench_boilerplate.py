@@ -83,7 +83,7 @@ def copyright_texts() -> list[tuple[str, str]]:
 def changelog_entries() -> tuple[list[tuple[str, str]], str]:
     """(entry_id, changes) of every readable entry, and where the changelogs came from."""
     from pipeline.config import SourceDeclaration
-    from pipeline.ingest.debian_changelog import read_debian_changelog
+    from pipeline.ingest.readers import read_file
 
     paths = sorted(Path("/usr/share/doc").glob("*/changelog.Debian.gz"))
     origin = "/usr/share/doc/*/changelog.Debian.gz"
@@ -100,7 +100,7 @@ def changelog_entries() -> tuple[list[tuple[str, str]], str]:
     )
     entries = []
     for path in paths:
-        frame = read_debian_changelog(path, str(path), source)
+        frame = read_file(path, str(path), source)
         frame = frame.filter(pl.col("_error").is_null() & pl.col("changes").is_not_null())
         entries += frame.select("entry_id", "changes").rows()
     return entries, f"{origin} ({len(paths)} files)"

@@ -7,6 +7,7 @@ clean, 1 findings (e.g. a shard that fails verification), 2 error.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -97,12 +98,27 @@ def main() -> None:
     """Console entry point: any error the commands do not explain still exits 2, not 1."""
     try:
         app()
-    except Exception as error:  # noqa: BLE001 — the last line of defence, reported plainly
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+            _unexpected(error)
+        where = f" holding {error.filename}" if error.filename else ""
         stderr.print(
-            f"[bold red]error:[/] unexpected {type(error).__name__}: {escape(str(error))}",
+            f"[bold red]error:[/] no space left on the device{escape(where)}: free some, or "
+            "move the work folder (or publish.location) to a larger disk, and run again; a "
+            "failed run publishes nothing and the next run resumes it",
             highlight=False,
         )
         sys.exit(2)
+    except Exception as error:  # noqa: BLE001 — the last line of defence, reported plainly
+        _unexpected(error)
+
+
+def _unexpected(error: Exception) -> None:
+    stderr.print(
+        f"[bold red]error:[/] unexpected {type(error).__name__}: {escape(str(error))}",
+        highlight=False,
+    )
+    sys.exit(2)
 
 
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]

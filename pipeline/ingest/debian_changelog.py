@@ -8,6 +8,7 @@ and entry_id (`package/version`); `_location` is the header's line.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
@@ -29,12 +30,33 @@ def read_debian_changelog(
     path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
 ) -> Iterator[pl.DataFrame]:
     """Debian changelog entries: header, change lines, ` -- Name <email>  date` trailer.
-    The file (`changelog.Debian.gz`, or any compression by its suffix) is read whole, within
-    the expansion cap: entries are small and a file holds few."""
+    The file (`changelog.Debian.gz`, or any compression by its suffix) is streamed line by
+    line, within the expansion cap; a line over `max_record_bytes` characters is skipped
+    unread and its entry dropped as record_too_large."""
     with files.open_binary(path, limits.max_expansion_ratio) as handle:
-        text, _ = files.decode_lossy(handle.read(), source.encoding)
+        text = io.TextIOWrapper(handle, encoding=source.encoding, errors="replace", newline="\n")
+        entries = _entries(_bounded_lines(text, limits.max_record_bytes))
+    yield _frame(entries)
+
+
+def _bounded_lines(text: io.TextIOWrapper, limit: int) -> Iterator[str | None]:
+    """The lines without their newline; None for a line longer than `limit`."""
+    while line := text.readline(limit + 1):
+        if line.endswith("\n") or len(line) <= limit:  # the latter: the last line
+            yield line.removesuffix("\n")
+            continue
+        while (rest := text.readline(limit)) and not rest.endswith("\n"):
+            pass
+        yield None
+
+
+def _entries(lines: Iterator[str | None]) -> list[dict]:
     entries, current = [], None
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, line in enumerate(lines, start=1):
+        if line is None:  # too long to read
+            if current is not None:
+                current["_error"] = reasons.RECORD_TOO_LARGE
+            continue
         header = _CHANGELOG_HEADER.match(line)
         if header:
             if current is not None:  # a header before the previous entry's trailer
@@ -65,6 +87,10 @@ def read_debian_changelog(
             current["lines"].append(line)
     if current is not None:
         entries.append({**current, "_error": reasons.UNPARSEABLE_ENTRY})
+    return entries
+
+
+def _frame(entries: list[dict]) -> pl.DataFrame:
     for entry in entries:
         body = "\n".join(entry.pop("lines"))
         entry["changes"] = body if "\ufffd" not in body else None
@@ -85,7 +111,7 @@ def read_debian_changelog(
         "entry_id",
     ]
     schema = {name: pl.Int64 if name == "_location" else pl.String for name in columns}
-    yield pl.DataFrame(
+    return pl.DataFrame(
         [{name: entry.get(name) for name in columns} for entry in entries], schema=schema
     )
 
