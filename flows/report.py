@@ -44,13 +44,13 @@ def write_version_report(catalog: Catalog, version: VersionRecord) -> Path:
     """Write (or rewrite) a version's report, Data Docs and cards; return the folder.
 
     Runs that made or found the same version may write its report at once: one at a time
-    (a lock per version), each into a folder of its own, which then replaces the report
+    (a lock per dataset name), each into a folder of its own, which then replaces the report
     folder whole. A writer killed half-way leaves the previous report, or none, never part
     of one."""
     from data_catalog.dataset_cards import write_cards
 
     folder = report_folder(catalog.workdir, version.name, version.dataset_hash)
-    with file_lock(folder.parent / f".{version.dataset_hash}.lock"):
+    with file_lock(folder.parent / ".lock"):
         writing = folder.parent / f".{version.dataset_hash}.writing"
         shutil.rmtree(writing, ignore_errors=True)  # what a killed writer left
         writing.mkdir(parents=True)

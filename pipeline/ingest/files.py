@@ -229,9 +229,13 @@ def decode_lossy(data: bytes, encoding: str) -> tuple[str, bool]:
         return data.decode(encoding, errors="replace"), False
 
 
+MAX_LINE_BYTES = 64 << 20  # a scan's row: a longer line is not text a scan can use
+
+
 class Lines:
     """Lines of a file without their `\\n` (a `\\r` before it is kept), decompressed by its
-    suffix; `count` is the number read so far: the index of the next one."""
+    suffix; `count` is the number read so far: the index of the next one. A line over
+    MAX_LINE_BYTES stops the read with a ReadError naming it, before it is held whole."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -239,7 +243,12 @@ class Lines:
 
     def __iter__(self) -> Iterator[bytes]:
         with open_binary(self.path) as handle:
-            for line in handle:
+            while line := handle.readline(MAX_LINE_BYTES + 1):
+                if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                    raise ReadError(
+                        f"{self.path}: row {self.count} is longer than {MAX_LINE_BYTES:,} bytes; "
+                        "is it a text file?"
+                    )
                 yield line.removesuffix(b"\n")
                 self.count += 1
 

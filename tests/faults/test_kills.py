@@ -1,0 +1,187 @@
+"""Fault suite, kills and full disks: `thresher run` killed with SIGKILL (the process alone, not
+its group) at random points and at the commit, two runs started together, and a disk that
+fills up while a version is published. Afterwards every catalogued version verifies and has
+its report, killed runs are marked failed, nothing a run made outlives it, and no staging
+folder or text-holding intermediate file is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import psutil
+import pytest
+from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
+from process_guard import ProcessGuard
+
+from data_catalog.catalog import Catalog
+from flows.report import REPORT_HTML, REPORT_JSON, report_folder
+
+pytestmark = pytest.mark.services  # starts `thresher` processes
+
+BIN = Path(sys.executable).parent
+FAULT_INJECTION = Path(__file__).resolve().parents[1] / "fault_injection"
+RUN_TIMEOUT = 180  # a guard; a run here takes about 8 s
+
+
+def run_env(**extra: str) -> dict[str, str]:
+    """The session's Prefect server, fault injection loaded, and `extra`."""
+    from prefect.settings import PREFECT_API_URL
+
+    path = os.pathsep.join(filter(None, [str(FAULT_INJECTION), os.environ.get("PYTHONPATH")]))
+    return os.environ | {"PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": path} | extra
+
+
+def start_run(config: Path, **extra: str) -> subprocess.Popen:
+    """`thresher run`, leading a group of its own that is killed with the tests anyway."""
+    process = subprocess.Popen(
+        [BIN / "thresher", "run", "--config", config, "--json", "--quiet"],
+        cwd=config.parent, env=run_env(**extra), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    process.guard = ProcessGuard(process.pid)
+    return process
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=RUN_TIMEOUT)
+    process.guard.release()
+    return process.returncode, out, err
+
+
+def kill_alone(process: subprocess.Popen) -> list[psutil.Process]:
+    """SIGKILL the run's own process (not its group, as an out-of-memory killer does); return
+    what it had started, to check that none of it lives on."""
+    try:
+        started = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        started = []
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=30)
+    return started
+
+
+def wait_for(path: Path, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not path.exists():
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, f"the run never reached {path.name}"
+        time.sleep(0.1)
+
+
+def leftovers(workdir: Path) -> list[Path]:
+    """Staging folders, text-holding intermediate files and half-written reports."""
+    patterns = ["datasets/*/.staging-*", "runs/*/stages", "runs/*/ledger-parts", "reports/*/.*"]
+    found = [path for pattern in patterns for path in workdir.glob(pattern)]
+    return [path for path in found if path.name != ".lock"]  # the reports' lock file
+
+
+def test_runs_killed_at_random_points_and_at_the_commit_leave_every_version_whole(
+    tmp_path, sms_spam, prefect_server
+):
+    rng = random.Random(24)
+    rows = sms_rows(sms_spam, 0, 300)
+    data = tmp_path / "data" / "sms-1.jsonl"
+    config = write_project(tmp_path, [SMS_SOURCE])
+    # where each run dies: a random moment, just before the commit, just after it (before
+    # its report), a random moment again
+    kills = ["random", "before commit", "after commit", "random"]
+    survivors = []
+    for number, where in enumerate(kills):
+        write_jsonl(data, rows[: 200 + number])  # new input: each run makes a new version
+        if where == "random":
+            run = start_run(config)
+            time.sleep(rng.uniform(0.5, 6.0))  # a run takes about 8 s, 3 of them to start
+        else:
+            marker = tmp_path / f"held-{number}"
+            hold = (
+                "THRESHER_HOLD_BEFORE_COMMIT"
+                if where == "before commit"
+                else "THRESHER_HOLD_AFTER_COMMIT"
+            )
+            run = start_run(config, **{hold: str(marker)})
+            wait_for(marker, run)
+        survivors += [p for p in kill_alone(run) if p.is_running()]
+    time.sleep(1)  # what the killed runs started gets the news
+    assert not [p for p in survivors if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+    code, out, err = finish(start_run(config))  # the same inputs as the last killed run
+
+    assert code == 0, err[-3000:]
+    summary = json.loads(out)
+    workdir = tmp_path / "work"
+    catalog = Catalog.open(workdir)
+    versions = catalog.versions()
+    assert summary["dataset_hash"] in {v.dataset_hash for v in versions}
+    assert len(versions) >= 2  # the one committed before its run was killed, and this one
+    for version in versions:  # the killed run's missing report was written by the next run
+        folder = report_folder(workdir, version.name, version.dataset_hash)
+        assert (folder / REPORT_JSON).is_file() and (folder / REPORT_HTML).is_file()
+        verify = subprocess.run(
+            [BIN / "thresher", "catalog", "verify", version.dataset_hash, "--workdir", workdir],
+            capture_output=True, text=True, timeout=RUN_TIMEOUT,
+        )  # fmt: skip
+        assert verify.returncode == 0, verify.stderr
+    runs = catalog.runs()  # a run killed while it started has no row yet
+    assert "running" not in [run["status"] for run in runs]
+    assert runs[-1]["status"] == "succeeded"
+    failed = [run for run in runs if run["status"] == "failed"]
+    assert len(failed) >= 2 and all("interrupted: its process ended" in r["error"] for r in failed)
+    assert leftovers(workdir) == []
+
+
+def test_two_runs_started_together_both_succeed_and_the_version_has_its_whole_report(
+    tmp_path, sms_spam, prefect_server
+):
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 200))
+    config = write_project(tmp_path, [SMS_SOURCE])
+
+    runs = [start_run(config) for _ in range(2)]
+    results = [finish(run) for run in runs]
+
+    assert [code for code, _, _ in results] == [0, 0], [err[-2000:] for _, _, err in results]
+    hashes = {json.loads(out)["dataset_hash"] for _, out, _ in results}
+    (dataset_hash,) = hashes
+    catalog = Catalog.open(tmp_path / "work")
+    (version,) = catalog.versions()
+    folder = report_folder(tmp_path / "work", version.name, dataset_hash)
+    assert {path.name for path in folder.iterdir()} >= {
+        REPORT_JSON, REPORT_HTML, "data_docs", "croissant.json", "datasheet.md"
+    }  # fmt: skip
+    assert json.loads((folder / REPORT_JSON).read_text())["dataset_hash"] == dataset_hash
+    assert leftovers(tmp_path / "work") == []
+
+
+def test_a_disk_that_fills_up_while_publishing_fails_cleanly_naming_the_file(
+    tmp_path, sms_spam, prefect_server
+):
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 200))
+    config = write_project(tmp_path, [SMS_SOURCE], publish={"shard_rows": 50})
+
+    code, out, err = finish(start_run(config, THRESHER_FULL_DISK_AT_WRITE="2"))
+
+    assert code == 2 and out == ""
+    assert "error: no space left on the device holding " in err
+    full = err.split("holding ", 1)[1].split(":", 1)[0]
+    assert "/.staging-" in full and full.endswith(".parquet")  # the shard being written
+    workdir = tmp_path / "work"
+    catalog = Catalog.open(workdir)
+    assert catalog.versions() == []
+    assert [run["status"] for run in catalog.runs()] == ["failed"]
+    assert list(workdir.glob("datasets/*/.staging-*")) == []
+    assert list(workdir.glob("datasets/*/*")) == []  # no partial version
+
+    code, out, err = finish(start_run(config))  # space freed: the next run publishes
+
+    assert code == 0, err[-3000:]
+    summary = json.loads(out)
+    assert summary["created"] and summary["resumed_from"]
+    assert pl.read_parquet(Path(summary["paths"]["version"]) / "ledger.parquet").height > 0
+    assert leftovers(workdir) == []
