@@ -257,10 +257,15 @@ def field_names(path: Path, fmt: str) -> list[str] | None:
     """The columns of a csv (its header) or parquet file; None when they cannot be read."""
     try:
         if fmt == "parquet":
+            import pyarrow as pa
             import pyarrow.parquet as pq
 
-            return pq.read_schema(path).names
-        with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+            plain = compression_of(path) is None
+            return pq.read_schema(path if plain else pa.BufferReader(read_bytes(path))).names
+        with (
+            open_binary(path) as binary,
+            io.TextIOWrapper(binary, encoding="utf-8-sig", errors="replace", newline="") as handle,
+        ):
             return next(csv.reader(handle), [])
     except Exception:  # noqa: BLE001 — the reader names what is wrong with the file
         return None

@@ -90,8 +90,10 @@ def test_runs_killed_at_random_points_and_at_the_commit_leave_every_version_whol
     rows = sms_rows(sms_spam, 0, 300)
     data = tmp_path / "data" / "sms-1.jsonl"
     config = write_project(tmp_path, [SMS_SOURCE])
-    # where each run dies: a random moment, just before the commit, just after it (before
-    # its report), a random moment again
+    on_dask = tmp_path / "on-dask.yaml"  # the same dataset, on a temporary Dask cluster
+    on_dask.write_text(config.read_text() + "runner: {kind: dask, workers: 2}\n")
+    # where each run dies: a random moment, just before the commit (with its Dask workers
+    # up), just after it (before its report), a random moment again
     kills = ["random", "before commit", "after commit", "random"]
     survivors = []
     for number, where in enumerate(kills):
@@ -101,15 +103,15 @@ def test_runs_killed_at_random_points_and_at_the_commit_leave_every_version_whol
             time.sleep(rng.uniform(0.5, 6.0))  # a run takes about 8 s, 3 of them to start
         else:
             marker = tmp_path / f"held-{number}"
-            hold = (
-                "THRESHER_HOLD_BEFORE_COMMIT"
-                if where == "before commit"
-                else "THRESHER_HOLD_AFTER_COMMIT"
-            )
-            run = start_run(config, **{hold: str(marker)})
+            before = where == "before commit"
+            hold = "THRESHER_HOLD_BEFORE_COMMIT" if before else "THRESHER_HOLD_AFTER_COMMIT"
+            run = start_run(on_dask if before else config, **{hold: str(marker)})
             wait_for(marker, run)
-        survivors += [p for p in kill_alone(run) if p.is_running()]
-    time.sleep(1)  # what the killed runs started gets the news
+        started = kill_alone(run)
+        if where == "before commit":
+            assert len(started) >= 2  # the cluster's worker processes
+        survivors += [p for p in started if p.is_running()]
+    time.sleep(2)  # what the killed runs started learns its parent is gone
     assert not [p for p in survivors if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
     code, out, err = finish(start_run(config))  # the same inputs as the last killed run

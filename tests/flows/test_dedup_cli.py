@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bz2
 import json
+import lzma
 import re
 
 import polars as pl
@@ -129,10 +131,14 @@ def test_csv_and_parquet_inputs_with_an_id_field(tmp_path, sms_texts):
     frame = pl.DataFrame({"msg_id": [f"m{i}" for i in range(200)], "body": sms_texts[:200]})
     frame.write_csv(tmp_path / "sms.csv")
     frame.write_parquet(tmp_path / "sms.parquet")
+    (tmp_path / "sms.csv.xz").write_bytes(lzma.compress((tmp_path / "sms.csv").read_bytes()))
+    (tmp_path / "sms.parquet.bz2").write_bytes(
+        bz2.compress((tmp_path / "sms.parquet").read_bytes())
+    )
     expected = _first_of_each_text(sms_texts[:200])
     assert sum(of is not None for of in expected) > 0
 
-    for name in ("sms.csv", "sms.parquet"):
+    for name in ("sms.csv", "sms.parquet", "sms.csv.xz", "sms.parquet.bz2"):
         out = tmp_path / name.replace(".", "-")
         args = ("--text-field", "body", "--id-field", "msg_id", "--method", "exact")
         result = _dedup(tmp_path / name, *args, "--output", out)
