@@ -120,3 +120,12 @@ def test_the_model_digest_names_the_files_and_their_bytes(tmp_path, monkeypatch)
     assert digest_of({"config.json": b"{}", "2_Pooling/config.json": b"{}"}) != base
     monkeypatch.undo()
     assert model_digest() == real
+
+
+def test_a_short_text_gets_the_same_bits_alone_and_among_others_of_its_length():
+    # 7 tokens each: alone, or two of them, is a matrix product under 16 rows, another kernel
+    texts = ["WHO ARE YOU SEEING?", "Yup next stop.", "I'm home.", "First answer my question."]
+    together = embeddings.encode(pl.Series(texts), 64)
+    for index, text in enumerate(texts):
+        assert np.array_equal(embeddings.encode(pl.Series([text]), 64)[0], together[index])
+    assert np.array_equal(embeddings.encode(pl.Series(texts[:2]), 64), together[:2])
