@@ -47,7 +47,13 @@ import polars as pl
 import typer
 
 from flows.cli_common import JsonOption, emit, fail, stderr
-from pipeline.ingest.files import COMPRESSED_SUFFIXES, SUFFIX_FORMATS, format_of, inner_suffix
+from pipeline.ingest.files import (
+    COMPRESSED_SUFFIXES,
+    SUFFIX_FORMATS,
+    compression_of,
+    format_of,
+    inner_suffix,
+)
 
 # method -> its stage in the registry (pipeline/stage.py), run in this order by `all`
 METHODS = {"exact": "exact_dedup", "minhash": "near_dedup", "semantic": "semantic_dedup"}
@@ -146,7 +152,8 @@ def _run_config(input, fmt, text_field, id_field, methods, output, keep, thresho
         given = {} if thresholds[name] is None else {"threshold": thresholds[name]}
         return {"related_threshold": None, **given} if name in methods else None
 
-    name = re.sub(r"[^a-z0-9_.-]+", "-", input.stem.lower()).strip("-_.") or "input"
+    stem = input.with_suffix("").stem if compression_of(input) else input.stem  # sms.csv.xz: sms
+    name = re.sub(r"[^a-z0-9_.-]+", "-", stem.lower()).strip("-_.") or "input"
     source = {"name": name, "location": str(input), "format": fmt, "license": "NOASSERTION"}
     source |= {"consent": "unknown", "owner": "unknown"}
     source["fields"] = {"text": text_field, "id": id_field}

@@ -63,22 +63,6 @@ class RunConfig(Strict):
                 raise ValueError(f"source names must be unique; repeated: {', '.join(repeated)}")
         return self
 
-    @model_validator(mode="after")
-    def _ingest_within_gate(self) -> RunConfig:
-        bounds = [("ingest.max_text_chars", self.ingest.max_text_chars)]
-        if isinstance(self.sources, list):
-            bounds += [
-                (f"source {s.name!r} max_text_chars", s.max_text_chars) for s in self.sources
-            ]
-        for where, bound in bounds:
-            if bound is not None and bound > self.gates.max_text_chars:
-                raise ValueError(
-                    f"{where} ({bound:,}) is above gates.max_text_chars "
-                    f"({self.gates.max_text_chars:,}): records that long would pass ingest and "
-                    "fail the gate; lower it or raise the gate's bound"
-                )
-        return self
-
 
 # Sections of the planned run config whose stages are not built yet (none today).
 PLANNED_SECTIONS: dict[str, str] = {}

@@ -160,7 +160,7 @@ class IngestConfig(Strict):
     max_text_chars: Annotated[int, Field(gt=0)] = Field(
         1_000_000,
         description="a longer text is dropped as text_too_long (a source may set its own); "
-        "at most gates.max_text_chars",
+        "above gates.max_text_chars, such texts pass ingest and fail the gate",
     )
     max_record_bytes: Annotated[int, Field(gt=0)] = Field(
         16 << 20,

@@ -30,7 +30,9 @@ from pipeline.core.progress import progress
 
 DIMENSIONS = 384
 CHUNK_WORDS = 120  # about 150-250 WordPiece tokens: within the model's 256
-SCHEME = "unpadded-64rows"  # how vectors are computed (encode): cached vectors of another are not reused
+SCHEME = (
+    "unpadded-64rows"  # how vectors are computed (encode): cached vectors of another are not reused
+)
 MIN_ROWS = 64  # token rows (chunks × tokens) of a forward pass at the least (encode)
 CACHE_SCHEMA = pl.Schema({"content_hash": pl.String, "embedding": pl.Array(pl.Float32, DIMENSIONS)})
 

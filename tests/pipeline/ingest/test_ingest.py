@@ -539,15 +539,6 @@ def test_a_source_sets_its_own_text_bound_for_csv_and_text_files(tmp_path):
     }
 
 
-def test_a_bound_above_the_gate_is_refused():
-    with pytest.raises(ValueError, match="above gates.max_text_chars"):
-        RunConfig(
-            name="t",
-            sources=[SourceDeclaration(**jsonl_source())],
-            ingest={"max_text_chars": 2_000_000},
-        )
-
-
 @pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
 def test_compressed_sources_give_the_records_of_the_plain_file(tmp_path, sms_spam, suffix):
     import bz2
