@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import psutil
 import pytest
-from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
+from helpers import SMS_SOURCE, sms_rows, thresher, write_jsonl, write_project
 from process_guard import ProcessGuard
 
 from data_catalog.catalog import Catalog
@@ -111,8 +112,8 @@ def test_runs_killed_at_random_points_and_at_the_commit_leave_every_version_whol
         if where == "before commit":
             assert len(started) >= 2  # the cluster's worker processes
         survivors += [p for p in started if p.is_running()]
-    time.sleep(2)  # what the killed runs started learns its parent is gone
-    assert not [p for p in survivors if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    _, alive = psutil.wait_procs(survivors, timeout=10)  # they learn their parent is gone
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
 
     code, out, err = finish(start_run(config))  # the same inputs as the last killed run
 
@@ -126,11 +127,12 @@ def test_runs_killed_at_random_points_and_at_the_commit_leave_every_version_whol
     for version in versions:  # the killed run's missing report was written by the next run
         folder = report_folder(workdir, version.name, version.dataset_hash)
         assert (folder / REPORT_JSON).is_file() and (folder / REPORT_HTML).is_file()
-        verify = subprocess.run(
-            [BIN / "thresher", "catalog", "verify", version.dataset_hash, "--workdir", workdir],
-            capture_output=True, text=True, timeout=RUN_TIMEOUT,
-        )  # fmt: skip
-        assert verify.returncode == 0, verify.stderr
+        verify = thresher("catalog", "verify", version.dataset_hash, "--workdir", workdir)
+        assert verify.exit_code == 0, verify.stderr
+    shutil.rmtree(folder)  # `catalog verify` writes a missing report too
+    verify = thresher("catalog", "verify", version.dataset_hash, "--workdir", workdir)
+    assert verify.exit_code == 0 and "wrote its missing report" in verify.stderr
+    assert (folder / REPORT_JSON).is_file() and (folder / REPORT_HTML).is_file()
     runs = catalog.runs()  # a run killed while it started has no row yet
     assert "running" not in [run["status"] for run in runs]
     assert runs[-1]["status"] == "succeeded"
