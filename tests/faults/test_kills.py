@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import polars as pl
 import psutil
 import pytest
 from helpers import SMS_SOURCE, sms_rows, thresher, write_jsonl, write_project
@@ -77,6 +76,15 @@ def wait_for(path: Path, process: subprocess.Popen) -> None:
         time.sleep(0.1)
 
 
+def wait_for_workers(process: subprocess.Popen, count: int) -> None:
+    """Until the run has started `count` worker processes (its cluster's)."""
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while len(psutil.Process(process.pid).children(recursive=True)) < count:
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the run's Dask workers never started"
+        time.sleep(0.1)
+
+
 def leftovers(workdir: Path) -> list[Path]:
     """Staging folders, text-holding intermediate files and half-written reports."""
     patterns = ["datasets/*/.staging-*", "runs/*/stages", "runs/*/ledger-parts", "reports/*/.*"]
@@ -84,49 +92,69 @@ def leftovers(workdir: Path) -> list[Path]:
     return [path for path in found if path.name != ".lock"]  # the reports' lock file
 
 
-def test_runs_killed_at_random_points_and_at_the_commit_leave_every_version_whole(
+def test_kills_a_full_disk_and_runs_at_once_leave_every_version_whole_with_its_report(
     tmp_path, sms_spam, prefect_server
 ):
+    """One work folder through four runs killed with SIGKILL, a run whose disk fills up while
+    it publishes, and two runs started together: one story, so that the suite pays for one
+    folder's runs."""
     rng = random.Random(24)
     rows = sms_rows(sms_spam, 0, 300)
     data = tmp_path / "data" / "sms-1.jsonl"
+    workdir = tmp_path / "work"
     config = write_project(tmp_path, [SMS_SOURCE])
     on_dask = tmp_path / "on-dask.yaml"  # the same dataset, on a temporary Dask cluster
     on_dask.write_text(config.read_text() + "runner: {kind: dask, workers: 2}\n")
-    # where each run dies: a random moment, just before the commit (with its Dask workers
-    # up), just after it (before its report), a random moment again
-    kills = ["random", "before commit", "after commit", "random"]
+    # where each run dies: a random moment, just before the commit, just after it (before
+    # its report), and on a temporary Dask cluster once its workers are up
+    kills = ["random", "before commit", "after commit", "on dask"]
     survivors = []
     for number, where in enumerate(kills):
         write_jsonl(data, rows[: 200 + number])  # new input: each run makes a new version
         if where == "random":
             run = start_run(config)
             time.sleep(rng.uniform(0.5, 6.0))  # a run takes about 8 s, 3 of them to start
+        elif where == "on dask":
+            run = start_run(on_dask)
+            wait_for_workers(run, 2)
         else:
             marker = tmp_path / f"held-{number}"
-            before = where == "before commit"
-            hold = "THRESHER_HOLD_BEFORE_COMMIT" if before else "THRESHER_HOLD_AFTER_COMMIT"
-            run = start_run(on_dask if before else config, **{hold: str(marker)})
+            hold = f"THRESHER_HOLD_{where.upper().replace(' ', '_')}"
+            run = start_run(config, **{hold: str(marker)})
             wait_for(marker, run)
         started = kill_alone(run)
-        if where == "before commit":
-            assert len(started) >= 2  # the cluster's worker processes
         survivors += [p for p in started if p.is_running()]
     _, alive = psutil.wait_procs(survivors, timeout=10)  # they learn their parent is gone
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
 
-    code, out, err = finish(start_run(config))  # the same inputs as the last killed run
+    # the disk fills up as the second shard is written
+    write_jsonl(data, rows[:250])
+    versions_before = Catalog.open(workdir).versions()
+    code, out, err = finish(start_run(config, THRESHER_FULL_DISK_AT_WRITE="2"))
+    assert code == 2 and out == "", err[-3000:]
+    assert "error: no space left on the device holding " in err
+    full = err.split("holding ", 1)[1].split(":", 1)[0]
+    assert "/.staging-" in full and full.endswith(".parquet")  # the shard being written
+    assert Catalog.open(workdir).versions() == versions_before  # no partial version
+    assert list(workdir.glob("datasets/*/.staging-*")) == []
 
-    assert code == 0, err[-3000:]
-    summary = json.loads(out)
-    workdir = tmp_path / "work"
+    # space freed: two runs started together both succeed, on one version with its report
+    results = [finish(run) for run in [start_run(config), start_run(config)]]
+    assert [code for code, _, _ in results] == [0, 0], [err[-2000:] for _, _, err in results]
+    summaries = [json.loads(out) for _, out, _ in results]
+    (dataset_hash,) = {summary["dataset_hash"] for summary in summaries}
+    assert any(summary["resumed_from"] for summary in summaries)  # the full disk's run
+
     catalog = Catalog.open(workdir)
     versions = catalog.versions()
-    assert summary["dataset_hash"] in {v.dataset_hash for v in versions}
-    assert len(versions) >= 2  # the one committed before its run was killed, and this one
-    for version in versions:  # the killed run's missing report was written by the next run
+    assert len(versions) == len(versions_before) + 1 >= 2
+    for version in versions:  # the killed run's missing report was written by a later run
         folder = report_folder(workdir, version.name, version.dataset_hash)
-        assert (folder / REPORT_JSON).is_file() and (folder / REPORT_HTML).is_file()
+        assert {path.name for path in folder.iterdir()} >= {
+            REPORT_JSON, REPORT_HTML, "data_docs", "croissant.json", "datasheet.md"
+        }  # fmt: skip
+        report = json.loads((folder / REPORT_JSON).read_text())
+        assert report["dataset_hash"] == version.dataset_hash
         verify = thresher("catalog", "verify", version.dataset_hash, "--workdir", workdir)
         assert verify.exit_code == 0, verify.stderr
     shutil.rmtree(folder)  # `catalog verify` writes a missing report too
@@ -135,57 +163,8 @@ def test_runs_killed_at_random_points_and_at_the_commit_leave_every_version_whol
     assert (folder / REPORT_JSON).is_file() and (folder / REPORT_HTML).is_file()
     runs = catalog.runs()  # a run killed while it started has no row yet
     assert "running" not in [run["status"] for run in runs]
-    assert runs[-1]["status"] == "succeeded"
+    assert [run["status"] for run in runs[-2:]] == ["succeeded"] * 2
     failed = [run for run in runs if run["status"] == "failed"]
-    assert len(failed) >= 2 and all("interrupted: its process ended" in r["error"] for r in failed)
-    assert leftovers(workdir) == []
-
-
-def test_two_runs_started_together_both_succeed_and_the_version_has_its_whole_report(
-    tmp_path, sms_spam, prefect_server
-):
-    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 200))
-    config = write_project(tmp_path, [SMS_SOURCE])
-
-    runs = [start_run(config) for _ in range(2)]
-    results = [finish(run) for run in runs]
-
-    assert [code for code, _, _ in results] == [0, 0], [err[-2000:] for _, _, err in results]
-    hashes = {json.loads(out)["dataset_hash"] for _, out, _ in results}
-    (dataset_hash,) = hashes
-    catalog = Catalog.open(tmp_path / "work")
-    (version,) = catalog.versions()
-    folder = report_folder(tmp_path / "work", version.name, dataset_hash)
-    assert {path.name for path in folder.iterdir()} >= {
-        REPORT_JSON, REPORT_HTML, "data_docs", "croissant.json", "datasheet.md"
-    }  # fmt: skip
-    assert json.loads((folder / REPORT_JSON).read_text())["dataset_hash"] == dataset_hash
-    assert leftovers(tmp_path / "work") == []
-
-
-def test_a_disk_that_fills_up_while_publishing_fails_cleanly_naming_the_file(
-    tmp_path, sms_spam, prefect_server
-):
-    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 200))
-    config = write_project(tmp_path, [SMS_SOURCE], publish={"shard_rows": 50})
-
-    code, out, err = finish(start_run(config, THRESHER_FULL_DISK_AT_WRITE="2"))
-
-    assert code == 2 and out == ""
-    assert "error: no space left on the device holding " in err
-    full = err.split("holding ", 1)[1].split(":", 1)[0]
-    assert "/.staging-" in full and full.endswith(".parquet")  # the shard being written
-    workdir = tmp_path / "work"
-    catalog = Catalog.open(workdir)
-    assert catalog.versions() == []
-    assert [run["status"] for run in catalog.runs()] == ["failed"]
-    assert list(workdir.glob("datasets/*/.staging-*")) == []
-    assert list(workdir.glob("datasets/*/*")) == []  # no partial version
-
-    code, out, err = finish(start_run(config))  # space freed: the next run publishes
-
-    assert code == 0, err[-3000:]
-    summary = json.loads(out)
-    assert summary["created"] and summary["resumed_from"]
-    assert pl.read_parquet(Path(summary["paths"]["version"]) / "ledger.parquet").height > 0
+    interrupted = [run for run in failed if "interrupted: its process ended" in run["error"]]
+    assert len(interrupted) >= 2 and len(failed) == len(interrupted) + 1  # + the full disk
     assert leftovers(workdir) == []
