@@ -106,6 +106,7 @@ def _read_jsonl(
             return
         blocks = files.line_blocks(handle, BLOCK_BYTES, limits.max_record_bytes, b"{}")
         for block in blocks:
+            # a byte order mark starts the file, not a line: where blocks begin must not matter
             data = block.data.removeprefix(codecs.BOM_UTF8) if block.first == 1 else block.data
             frame = _read_json_lines(data, source, block.first)
             if block.too_long:
@@ -125,7 +126,6 @@ def _read_json_lines(data: bytes, source: SourceDeclaration, first: int) -> pl.D
     sorted line by line, so each bad line can be named; polars then reads the good lines, so
     every value is rendered the same way whichever path a block took."""
     if is_utf8(source.encoding):
-        data = data.removeprefix(codecs.BOM_UTF8)
         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
         try:
             frame = _parse_json_lines(data, source.fields)

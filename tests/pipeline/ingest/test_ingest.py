@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -580,3 +581,26 @@ def test_a_file_none_of_whose_rows_can_be_read_stops_the_run_naming_the_likely_c
         match=r"in.jsonl: none of its 2 rows could be read \(2 invalid_json\); likely it is not jsonl",
     ):
         run_ingest(tmp_path / "other", jsonl_source(fields={"text": "text", "id": "id"}))
+
+
+def test_records_and_bad_rows_do_not_depend_on_where_blocks_of_lines_begin(
+    tmp_path, sms_spam, monkeypatch
+):
+    from pipeline.ingest import readers
+
+    lines = [orjson.dumps(row) for row in sms_rows(sms_spam, 0, 40)]
+    lines[5], lines[17] = b'{"id": "cut", "text": "no end"', b""
+    lines[23] = b"\xef\xbb\xbf" + lines[23]  # a byte order mark inside the file is no BOM
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sms-1.jsonl").write_bytes(codecs.BOM_UTF8 + b"\n".join(lines))
+    whole = run_ingest(tmp_path, SMS_SOURCE)
+    monkeypatch.setattr(readers, "BLOCK_BYTES", 97)  # blocks of a line or two
+    shutil.rmtree(tmp_path / "work")
+    blocks = run_ingest(tmp_path, SMS_SOURCE)
+    assert blocks[0].sort("record_id").equals(whole[0].sort("record_id"))
+    assert blocks[1].sort("record_id").equals(whole[1].sort("record_id"))
+    reasons_at = dict(zip(whole[1]["evidence"], whole[1]["reason"], strict=True))
+    assert reasons_at == {
+        '{"file":"data/sms-1.jsonl","line":6}': reasons.INVALID_JSON,
+        '{"file":"data/sms-1.jsonl","line":24}': reasons.INVALID_JSON,
+    }
