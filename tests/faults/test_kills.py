@@ -168,3 +168,30 @@ def test_kills_a_full_disk_and_runs_at_once_leave_every_version_whole_with_its_r
     interrupted = [run for run in failed if "interrupted: its process ended" in run["error"]]
     assert len(interrupted) >= 2 and len(failed) == len(interrupted) + 1  # + the full disk
     assert leftovers(workdir) == []
+
+
+GUARDED = """
+import subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from process_guard import ProcessGuard
+service = subprocess.Popen(["sleep", "300"], start_new_session=True)
+guard = ProcessGuard(service.pid)
+print(service.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_service_a_test_started_dies_when_the_test_process_is_killed():
+    """What keeps Chromium, PostgreSQL's and Prefect's servers from outliving a killed test
+    run (tests/process_guard.py)."""
+    tests = Path(__file__).resolve().parents[1]
+    test_process = subprocess.Popen(
+        [sys.executable, "-c", GUARDED, str(tests)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    service = psutil.Process(int(test_process.stdout.readline()))
+    assert service.is_running()
+    test_process.kill()  # SIGKILL: no clean-up of its own runs
+    test_process.wait()
+    service.wait(timeout=10)
+    assert not service.is_running()

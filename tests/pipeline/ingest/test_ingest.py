@@ -604,3 +604,17 @@ def test_records_and_bad_rows_do_not_depend_on_where_blocks_of_lines_begin(
         '{"file":"data/sms-1.jsonl","line":6}': reasons.INVALID_JSON,
         '{"file":"data/sms-1.jsonl","line":24}': reasons.INVALID_JSON,
     }
+
+
+def test_a_source_whose_files_hold_bytes_but_give_no_record_is_a_warning(tmp_path):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "scan.txt").write_bytes(b"\xff\xfe\x00\x81" * 100)  # not UTF-8 text
+    common = {"license": "MIT", "consent": "contract", "owner": "us"}
+    records, events, stats = run_ingest(
+        tmp_path, {"name": "notes", "location": "t/*.txt", "format": "text", **common}
+    )
+    assert records.height == 0 and events["reason"].to_list() == [reasons.INVALID_UTF8]
+    assert stats["warnings"] == [
+        "source 'notes': its files hold 400 bytes but gave no record (1 rows read, 1 dropped at "
+        "ingest; see the report's drop reasons)"
+    ]
