@@ -198,7 +198,7 @@ def _unchanged(cfg) -> dict[str, Any] | None:
         return None
     from flows.report import repair_missing_reports
 
-    repair_missing_reports(catalog, cfg.name)
+    repair_missing_reports(catalog)
     return previous | {"unchanged_since": previous["run_id"]}
 
 

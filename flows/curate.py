@@ -191,7 +191,7 @@ def _alive(owner: dict[str, Any]) -> bool:
 
 def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = None) -> RunPlan:
     sweep_interrupted_runs(cfg, catalog)
-    repair_missing_reports(catalog, cfg.name)  # of versions whose run was killed after commit
+    repair_missing_reports(catalog)  # of versions whose run was killed after their commit
     protected = eval_sets.load(catalog, cfg.contamination.protected)  # files verified
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
     run_dir = Path(cfg.workdir) / "runs" / run_id
@@ -1129,7 +1129,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
             "run %s; nothing to do (force=True runs anyway)",
             cfg.name, previous["dataset_hash"][:12], previous["run_id"],
         )  # fmt: skip
-        repair_missing_reports(catalog, cfg.name)
+        repair_missing_reports(catalog)
         artifacts.publish_unchanged(previous)
         return previous | {"unchanged_since": previous["run_id"]}
     if cfg.gates.enabled:  # Great Expectations takes ~2 s to import: while the run starts

@@ -78,14 +78,15 @@ def has_report(workdir: Path, version: VersionRecord) -> bool:
     return (folder / REPORT_JSON).is_file() and (folder / REPORT_HTML).is_file()
 
 
-def repair_missing_reports(catalog: Catalog, name: str | None = None) -> list[str]:
-    """Write the report of every committed version (of dataset `name`, or all) that has none:
-    a run killed after its commit, or a report that failed. Returns their hashes."""
+def repair_missing_reports(catalog: Catalog) -> list[str]:
+    """Write the report of every committed version of the catalog that has none:
+    a run killed after its commit, or a report that failed. Returns their hashes. A purged
+    version has no files left to report on."""
     import logging
 
     repaired = []
-    for version in catalog.versions(name):
-        if has_report(catalog.workdir, version):
+    for version in catalog.versions():
+        if version.purged_at is not None or has_report(catalog.workdir, version):
             continue
         try:
             write_version_report(catalog, version)
