@@ -41,8 +41,12 @@ def card(
     from data_catalog.dataset_cards import write_cards
 
     catalog, version = find_version(ref, workdir, config)
-    folder = out or catalog.workdir / "reports" / version.name / version.dataset_hash
-    paths = checked(write_cards, catalog, version, folder)
+    from flows.report import report_folder, report_lock
+
+    default = report_folder(catalog.workdir, version.name, version.dataset_hash)
+    folder = out or default
+    with report_lock(default):  # the report's writer replaces its folder whole
+        paths = checked(write_cards, catalog, version, folder)
     if as_json:
         emit({"dataset_hash": version.dataset_hash, **{kind: str(p) for kind, p in paths.items()}})
     else:

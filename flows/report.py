@@ -40,7 +40,9 @@ def report_folder(workdir: Path, name: str, dataset_hash: str) -> Path:
 RUN_STEPS = "run-steps.json"  # in the run folder: the summary's steps, before the report
 
 
-def write_version_report(catalog: Catalog, version: VersionRecord) -> Path:
+def write_version_report(
+    catalog: Catalog, version: VersionRecord, only_if_missing: bool = False
+) -> Path:
     """Write (or rewrite) a version's report, Data Docs and cards; return the folder.
 
     Runs that made or found the same version may write its report at once: one at a time
@@ -50,7 +52,9 @@ def write_version_report(catalog: Catalog, version: VersionRecord) -> Path:
     from data_catalog.dataset_cards import write_cards
 
     folder = report_folder(catalog.workdir, version.name, version.dataset_hash)
-    with file_lock(folder.parent / ".lock"):
+    with report_lock(folder):
+        if only_if_missing and has_report(catalog.workdir, version):
+            return folder  # another process wrote it while this one waited
         writing = folder.parent / f".{version.dataset_hash}.writing"
         shutil.rmtree(writing, ignore_errors=True)  # what a killed writer left
         writing.mkdir(parents=True)
@@ -61,6 +65,11 @@ def write_version_report(catalog: Catalog, version: VersionRecord) -> Path:
         write_cards(catalog, version, writing)
         _replace(folder, writing)
     return folder
+
+
+def report_lock(folder: Path):
+    """The lock of the reports of a dataset (`folder`: one version's report folder)."""
+    return file_lock(folder.parent / ".lock")
 
 
 def _replace(folder: Path, new: Path) -> None:
@@ -89,7 +98,7 @@ def repair_missing_reports(catalog: Catalog) -> list[str]:
         if version.purged_at is not None or has_report(catalog.workdir, version):
             continue
         try:
-            write_version_report(catalog, version)
+            write_version_report(catalog, version, only_if_missing=True)
             repaired.append(version.dataset_hash)
         except Exception as error:  # noqa: BLE001 — the next run or `thresher report` tries again
             logging.getLogger("thresher").warning(

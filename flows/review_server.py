@@ -417,7 +417,7 @@ def _item(catalog: Catalog, item_id: int | str) -> dict[str, Any]:
     numbers too large for the database)."""
     text = str(item_id)
     try:
-        if not (text.isascii() and text.isdigit()):
+        if not (text.isascii() and text.isdigit() and len(text) <= 19):  # 2**63 has 19 digits
             raise DataError(f"not an item id: {text!r}")
         return review_queue.item(catalog, int(text))
     except DataError as error:

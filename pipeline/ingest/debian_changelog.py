@@ -53,14 +53,17 @@ def _bounded_lines(text: io.TextIOWrapper, limit: int) -> Iterator[str | None]:
 def _entries(lines: Iterator[str | None]) -> list[dict]:
     entries, current = [], None
     for number, line in enumerate(lines, start=1):
-        if line is None:  # too long to read
-            if current is not None:
-                current["_error"] = reasons.RECORD_TOO_LARGE
+        if line is None:  # too long to read: its entry (perhaps its header) is dropped
+            if current is None:
+                current = {"_location": number, "_error": None, "lines": []}
+            current["_error"] = reasons.RECORD_TOO_LARGE
             continue
         header = _CHANGELOG_HEADER.match(line)
         if header:
             if current is not None:  # a header before the previous entry's trailer
-                entries.append({**current, "_error": reasons.UNPARSEABLE_ENTRY})
+                entries.append(
+                    {**current, "_error": current["_error"] or reasons.UNPARSEABLE_ENTRY}
+                )
             urgency = re.search(r"urgency=(\w+)", header["options"])
             current = {
                 "_location": number,
@@ -86,7 +89,7 @@ def _entries(lines: Iterator[str | None]) -> list[dict]:
         else:
             current["lines"].append(line)
     if current is not None:
-        entries.append({**current, "_error": reasons.UNPARSEABLE_ENTRY})
+        entries.append({**current, "_error": current["_error"] or reasons.UNPARSEABLE_ENTRY})
     return entries
 
 
@@ -96,7 +99,8 @@ def _frame(entries: list[dict]) -> pl.DataFrame:
         entry["changes"] = body if "\ufffd" not in body else None
         if entry["changes"] is None and entry["_error"] is None:
             entry["_error"] = reasons.INVALID_UTF8
-        entry["entry_id"] = f"{entry['package']}/{entry['version']}"
+        known = "package" in entry  # not when its header was too long to read
+        entry["entry_id"] = f"{entry['package']}/{entry['version']}" if known else None
     columns = [
         "_location",
         "_error",

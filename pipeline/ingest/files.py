@@ -50,9 +50,11 @@ EXPANSION_FLOOR_BYTES = 64 << 20  # a small file may expand this far whatever it
 _MAGIC = {b"\x1f\x8b": ".gz", b"BZh": ".bz2", b"\xfd7zXZ\x00": ".xz", b"(\xb5/\xfd": ".zst"}
 
 
-# Python's csv module refuses fields over 128 KiB, which would end a file's reading at a long
-# text; a long text is dropped (or reported) by length where records are made instead.
-csv.field_size_limit(2**31 - 1)
+MAX_LINE_BYTES = 64 << 20  # a scan's row (or CSV field): longer is not text a scan can use
+# Python's csv module refuses fields over 128 KiB, which ended a file's reading at a long text;
+# a long text is dropped (or reported) by length where records are made instead. A field over
+# MAX_LINE_BYTES (an unclosed quote swallowing the file) still stops, before memory does.
+csv.field_size_limit(MAX_LINE_BYTES)
 
 
 class ReadError(DataError):
@@ -150,6 +152,32 @@ def read_bytes(path: Path) -> bytes:
         return handle.read()
 
 
+def as_utf8(handle: IO[bytes], encoding: str) -> IO[bytes]:
+    """`handle`'s text, in `encoding`, as a stream of UTF-8 bytes (so that its lines can be
+    found in bytes); a byte that is not valid in `encoding` comes out as bytes that are not
+    valid UTF-8, so the line holding it is still found invalid."""
+    return io.BufferedReader(_Utf8(handle, encoding), 1 << 20)
+
+
+class _Utf8(io.RawIOBase):
+    def __init__(self, handle: IO[bytes], encoding: str):
+        self.text = io.TextIOWrapper(handle, encoding=encoding, errors="surrogateescape")
+        self.pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            chunk = self.text.read(1 << 18)
+            if not chunk:
+                return 0
+            self.pending = chunk.encode("utf-8", errors="surrogateescape")
+        size = min(len(buffer), len(self.pending))
+        buffer[:size], self.pending = self.pending[:size], self.pending[size:]
+        return size
+
+
 @dataclass
 class LineBlock:
     """Consecutive lines of a file: `data` (whole lines, each ending in `\n` but perhaps the
@@ -227,9 +255,6 @@ def decode_lossy(data: bytes, encoding: str) -> tuple[str, bool]:
         return data.decode(encoding), True
     except UnicodeDecodeError:
         return data.decode(encoding, errors="replace"), False
-
-
-MAX_LINE_BYTES = 64 << 20  # a scan's row: a longer line is not text a scan can use
 
 
 class Lines:

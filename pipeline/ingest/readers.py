@@ -66,16 +66,27 @@ def read_file_frames(
         yield frame
     if rows == 0:  # an empty file
         yield pl.DataFrame(schema={"_location": pl.Int64, "_error": pl.String})
-    elif unreadable.total() == rows and source.format != "text":  # there a file is one record
-        raise DataError(_unreadable(path, source, rows, unreadable))
+    elif unreadable.total() == rows:
+        # declared wrong rather than damaged: one text file, changelog entry or cut line is a
+        # bad record; a JSON Lines or CSV file of several rows, or a compressed one, is not
+        compressed = _compressed_under_a_plain_name(path)
+        if compressed or (source.format in ("jsonl", "csv") and rows > 1):
+            raise DataError(_unreadable(path, source, rows, unreadable, compressed))
 
 
-def _unreadable(path: Path, source: SourceDeclaration, rows: int, why: Counter) -> str:
+def _compressed_under_a_plain_name(path: Path) -> str | None:
+    if files.compression_of(path) is not None:
+        return None
+    with path.open("rb") as handle:
+        return files.looks_compressed(handle.read(8))
+
+
+def _unreadable(
+    path: Path, source: SourceDeclaration, rows: int, why: Counter, compressed: str | None
+) -> str:
     """What to say of a file none of whose rows could be read, with the likely cause."""
     counts = ", ".join(f"{count:,} {reason}" for reason, count in why.most_common())
-    with path.open("rb") as handle:
-        compressed = files.looks_compressed(handle.read(8))
-    if compressed and files.compression_of(path) is None:
+    if compressed:
         cause = f"it is {compressed}-compressed: name it with the {compressed} suffix"
     elif reasons.INVALID_UTF8 in why:
         cause = (
@@ -101,9 +112,9 @@ def _read_jsonl(
     """Blocks of lines, each read as `_read_json_lines` does; a line over the bound is
     replaced by an empty object, so the block keeps its numbering, and then marked."""
     with files.open_binary(path, limits.max_expansion_ratio) as handle:
-        if not is_utf8(source.encoding):  # a newline may be several bytes: read it whole
-            yield _read_json_lines(handle.read(), source, 1)
-            return
+        if not is_utf8(source.encoding):  # in UTF-16 a newline is two bytes: read it as UTF-8
+            handle = files.as_utf8(handle, source.encoding)
+            source = source.model_copy(update={"encoding": "utf-8"})
         blocks = files.line_blocks(handle, BLOCK_BYTES, limits.max_record_bytes, b"{}")
         for block in blocks:
             # a byte order mark starts the file, not a line: where blocks begin must not matter
@@ -369,17 +380,14 @@ def _require_columns(path: Path, frame: pl.DataFrame, source: SourceDeclaration)
 def _read_text(
     path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
 ) -> Iterator[pl.DataFrame]:
-    """The file is one record. Only as many bytes are read as a text within the bound could
-    take (4 per character in UTF-8, 4 at most in any encoding but UTF-32's BOM); a file
-    holding more is dropped as text_too_long unread, a longer text when records are made."""
-    enough = min(4 * limits.max_text_chars + 4, limits.max_record_bytes)
+    """The file is one record: a file over `max_record_bytes` is dropped as
+    record_too_large, read no further (as a JSON line is); a text over the character bound,
+    once normalized, when records are made."""
     with files.open_binary(path, limits.max_expansion_ratio) as handle:
-        data = handle.read(enough + 1)
+        data = handle.read(limits.max_record_bytes + 1)
     error, text = None, None
-    if len(data) > enough:
-        error = (
-            reasons.TEXT_TOO_LONG if enough < limits.max_record_bytes else reasons.RECORD_TOO_LARGE
-        )
+    if len(data) > limits.max_record_bytes:
+        error = reasons.RECORD_TOO_LARGE
     else:
         text, valid = decode_lossy(data, source.encoding)
         error, text = (None, text) if valid else (reasons.INVALID_UTF8, None)

@@ -115,11 +115,12 @@ def test_a_changelog_bomb_is_refused_by_ingest_in_bounded_memory(tmp_path, bomb_
 def test_an_evaluation_set_bomb_and_a_yaml_alias_bomb_are_refused_in_bounded_memory(
     tmp_path, bomb_member
 ):
-    bomb = write_bomb(tmp_path / "eval.jsonl.gz", bomb_member)
+    lines = gzip.compress((b"\0" * ((1 << 20) - 1) + b"\n") * 64, compresslevel=9)
+    bomb = write_bomb(tmp_path / "eval.jsonl.gz", lines)  # lines of 1 MiB: the cap stops it
     command = [BIN / "thresher", "eval", "register", "humaneval", bomb, "--workdir", "work"]
     code, stderr, peak_mb = limited(command, tmp_path, {**os.environ, "COLUMNS": "400"})
     assert code == 2, stderr
-    assert f"{bomb}: " in stderr and "MemoryError" not in stderr
+    assert f"{bomb}: expands past 4" in stderr and "MemoryError" not in stderr
     assert peak_mb < 600, peak_mb
 
     config = tmp_path / "bomb.yaml"

@@ -524,7 +524,7 @@ def test_an_oversized_text_or_line_is_dropped_where_it_is_read_and_the_rest_read
 def test_a_source_sets_its_own_text_bound_for_csv_and_text_files(tmp_path):
     (tmp_path / "in.csv").write_text(f'id,text\n1,short\n2,"{"z" * 5_000}"\n3,after\n')
     (tmp_path / "t").mkdir()
-    (tmp_path / "t" / "big.txt").write_text("w" * 100_000)  # never read whole
+    (tmp_path / "t" / "big.txt").write_text("w" * 100_000)
     (tmp_path / "t" / "small.txt").write_text("a note")
     common = {"license": "MIT", "consent": "contract", "owner": "us"}
     records, events, _ = run_ingest_with(
@@ -536,7 +536,7 @@ def test_a_source_sets_its_own_text_bound_for_csv_and_text_files(tmp_path):
     assert sorted(records["text"]) == ["a note", "after", "short"]
     assert _by_location(events) == {
         ("in.csv", 2): (reasons.TEXT_TOO_LONG, {"chars": 5_000}),
-        ("t/big.txt", 1): (reasons.TEXT_TOO_LONG, {}),
+        ("t/big.txt", 1): (reasons.TEXT_TOO_LONG, {"chars": 100_000}),
     }
 
 
@@ -618,3 +618,64 @@ def test_a_source_whose_files_hold_bytes_but_give_no_record_is_a_warning(tmp_pat
         "source 'notes': its files hold 400 bytes but gave no record (1 rows read, 1 dropped at "
         "ingest; see the report's drop reasons)"
     ]
+
+
+def test_bounds_hold_for_utf16_lines_and_over_long_changelog_lines(tmp_path):
+    rows = [
+        {"id": "a", "text": "short"},
+        {"id": "b", "text": "é" * 300},
+        {"id": "c", "text": "après"},
+    ]
+    lines = "\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n"
+    (tmp_path / "in.jsonl").write_bytes(lines.encode("utf-16"))
+    packed = tmp_path / "debian" / "p" / "changelog.Debian.gz"
+    packed.parent.mkdir(parents=True)
+    entry = "p ({v}) unstable; urgency=low\n\n  * {change}\n\n -- Ann <ann@example.org>  Mon, 01 Jan 2024 00:00:00 +0000\n\n"
+    header_too_long = entry.format(v="3", change="fine").replace("unstable", "x" * 300)
+    body_too_long = entry.format(v="2", change="y" * 300)
+    packed.write_bytes(
+        gzip.compress((header_too_long + body_too_long + entry.format(v="1", change="ok")).encode())
+    )
+    common = {"license": "MIT", "consent": "contract", "owner": "us"}
+    records, events, stats = run_ingest_with(
+        tmp_path,
+        {"max_record_bytes": 200},
+        jsonl_source(encoding="utf-16", fields={"text": "text", "id": "id"}),
+        {
+            "name": "changelogs",
+            "location": "debian/*/changelog.Debian.gz",
+            "format": "debian_changelog",
+            **common,
+        },
+    )
+    assert sorted(records["text"]) == ["* ok", "après", "short"]
+    assert _by_location(events) == {
+        ("in.jsonl", 2): (reasons.RECORD_TOO_LARGE, {}),
+        ("debian/p/changelog.Debian.gz", 1): (
+            reasons.RECORD_TOO_LARGE,
+            {},
+        ),  # its header: still counted
+        ("debian/p/changelog.Debian.gz", 7): (reasons.RECORD_TOO_LARGE, {}),
+    }
+    assert stats["records_in"] == 6
+
+
+def test_one_unreadable_row_is_a_bad_record_not_a_wrong_declaration(tmp_path):
+    (tmp_path / "in.jsonl").write_text('{"id": "a", "text": "cut sho')  # a file being written
+    entry = "p (1) unstable; urgency=low\n\n  * caf\xe9\n\n -- Ann <a@b.c>  Mon, 01 Jan 2024 00:00:00 +0000\n"
+    packed = tmp_path / "debian" / "p" / "changelog.Debian.gz"
+    packed.parent.mkdir(parents=True)
+    packed.write_bytes(gzip.compress(entry.encode("latin-1")))  # an old Latin-1 changelog
+    common = {"license": "MIT", "consent": "contract", "owner": "us"}
+    records, events, _ = run_ingest(
+        tmp_path,
+        jsonl_source(fields={"text": "text", "id": "id"}),
+        {
+            "name": "changelogs",
+            "location": "debian/*/changelog.Debian.gz",
+            "format": "debian_changelog",
+            **common,
+        },
+    )
+    assert records.height == 0
+    assert sorted(events["reason"]) == [reasons.INVALID_JSON, reasons.INVALID_UTF8]
