@@ -20,7 +20,7 @@ from pipeline.core.errors import DataError
 from pipeline.core.licenses import license_class
 from pipeline.core.storage import Location
 from pipeline.publish.reader import read_manifest
-from pipeline.report.audit import finding_types
+from pipeline.report.audit import finding_types, secret_types
 from pipeline.report.dataset_card import croissant, datasheet
 
 CROISSANT_FILE = "croissant.json"
@@ -149,6 +149,16 @@ def _ledger_facts(ledger: pl.LazyFrame) -> dict[str, Any]:
         .sort("reason", "records", "type", descending=[False, True, False])
         .collect()
     )
+    # secrets in records another reason decided first (a license): found, counted, not shown
+    secrets_elsewhere = (
+        terminal.filter(pl.col("stage") == "govern", pl.col("reason") != reasons.SECRET_DETECTED)
+        .select(secret_types().alias("type"))
+        .explode("type")
+        .drop_nulls()
+        .group_by("type")
+        .agg(pl.len())
+        .collect()
+    )
     languages = (
         terminal.filter(pl.col("reason").is_in(reasons.LANGUAGE_REASONS))
         .group_by(pl.col("evidence").str.json_path_match("$.language").alias("language"))
@@ -169,6 +179,7 @@ def _ledger_facts(ledger: pl.LazyFrame) -> dict[str, Any]:
         "steps": steps.to_dicts(),
         "by_source": outcomes_by_source,
         "findings": findings.to_dicts(),
+        "secrets_elsewhere": _sorted_counts(secrets_elsewhere),
         "languages_dropped": _sorted_counts(languages),
     }
 

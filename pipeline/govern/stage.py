@@ -106,7 +106,7 @@ def govern(frame: pl.LazyFrame, cfg: PolicyConfig, ctx: RunContext) -> StageResu
             ledger.empty(),
             _approval_events(approvals, records),
             _edit_events(edits, records),
-            *_terminal_events(decided, flags, records),
+            *_terminal_events(decided, flags, records, secrets),
         ]
     )
     hidden = pl.concat(
@@ -240,18 +240,25 @@ def _edit_events(edits: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
 
 
 def _terminal_events(
-    decided: pl.DataFrame, flags: pl.DataFrame, records: pl.DataFrame
+    decided: pl.DataFrame, flags: pl.DataFrame, records: pl.DataFrame, secrets: pl.DataFrame
 ) -> list[pl.DataFrame]:
-    """One terminal event per decided record; its evidence lists every flag it had."""
+    """One terminal event per decided record; its evidence lists every flag it had and, under
+    `secrets`, the types of the secrets found in it whatever decided it (a record dropped for
+    its license may hold credentials too: the report counts them)."""
     every = flags.group_by("record_id").agg(pl.col("reason").unique().sort().alias("flags"))
-    frame = decided.join(records.select("record_id", "source"), on="record_id").join(
-        every, on="record_id"
+    types = secrets.group_by("record_id").agg(pl.col("type").unique().sort().alias("secrets"))
+    frame = (
+        decided.join(records.select("record_id", "source"), on="record_id")
+        .join(every, on="record_id")
+        .join(types, on="record_id", how="left")
     )
-    evidence = pl.concat_str(  # reason codes are snake_case: nothing to escape
+    found = pl.concat_str(pl.lit(',"secrets":["'), pl.col("secrets").list.join('","'), pl.lit('"]'))
+    evidence = pl.concat_str(  # reason codes and finding types are snake_case: no escapes
         pl.lit('{"flags":["'),
         pl.col("flags").list.join('","'),
         pl.lit('"],"detail":'),
         pl.col("evidence").fill_null("null"),
+        found.fill_null(""),
         pl.lit("}"),
     )
     return [

@@ -69,18 +69,18 @@ def by_reason(ledger: pl.LazyFrame) -> dict[str, dict[str, int]]:
 
 
 def blocked_types(ledger: pl.LazyFrame) -> dict[str, dict[str, int]]:
-    """Records per secret type blocked, and per personal-data type redacted or held: counts
-    only, from the evidence's `types` (never a value)."""
-    wanted = {
-        "secrets": [reasons.SECRET_DETECTED],
-        "personal_data": [reasons.PERSONAL_DATA, reasons.PERSONAL_DATA_REDACTED],
-    }
+    """Records per secret type found (whatever decided the record: its secret, or its license
+    first), and per personal-data type redacted or held: counts only, from the evidence's
+    types (never a value)."""
+    governed = ledger.filter(pl.col("stage") == "govern")
+    secrets = governed.filter(pl.col("terminal")).select(secret_types().alias("type"))
+    personal = governed.filter(
+        pl.col("reason").is_in([reasons.PERSONAL_DATA, reasons.PERSONAL_DATA_REDACTED])
+    ).select(finding_types().alias("type"))
     found = {}
-    for kind, reason_codes in wanted.items():
-        events = ledger.filter(pl.col("stage") == "govern", pl.col("reason").is_in(reason_codes))
+    for kind, events in (("secrets", secrets), ("personal_data", personal)):
         types = (
-            events.select(finding_types().alias("type"))
-            .explode("type")
+            events.explode("type")
             .drop_nulls()
             .group_by("type")
             .len()
@@ -89,6 +89,14 @@ def blocked_types(ledger: pl.LazyFrame) -> dict[str, dict[str, int]]:
         )
         found[kind] = dict(types.iter_rows())
     return found
+
+
+def secret_types() -> pl.Expr:
+    """The secret types found in the record of a terminal governance event: its evidence's
+    `secrets` (ledgers written before it held them: the types of a `secret_detected` event)."""
+    found = pl.col("evidence").str.json_path_match("$.secrets").str.json_decode(pl.List(pl.String))
+    decided_by_secret = pl.when(pl.col("reason") == reasons.SECRET_DETECTED).then(finding_types())
+    return pl.coalesce(found, decided_by_secret)
 
 
 def finding_types() -> pl.Expr:

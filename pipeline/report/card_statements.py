@@ -84,11 +84,18 @@ def sensitive(facts: dict[str, Any]) -> list[str]:
         for (reason, action), types in found.items()
         if reason == reasons.SECRET_DETECTED
     )
+    elsewhere = facts["ledger"].get("secrets_elsewhere") or {}
+    also = (
+        f"; found too in records dropped or quarantined for another reason first "
+        f"({_counts(elsewhere)})"
+        if elsewhere
+        else ""
+    )
     statements = [
         f"Secrets (credentials, keys, tokens) were searched for in the fields "
         f"{', '.join(SCANNED_FIELDS)}; records with one are {_past(policy['secrets']['action'])}: "
-        f"{secrets or 'none found'}. No secret is published, and no secret value or part of "
-        "one is in this card."
+        f"{secrets or ('none found' if not elsewhere else 'none otherwise')}{also}. No secret is "
+        "published, and no secret value or part of one is in this card."
     ]
     # the run-wide policy names the types; the counts are what the ledger says was done
     for action, event in (

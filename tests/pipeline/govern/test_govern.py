@@ -391,7 +391,9 @@ def test_a_drop_outranks_a_quarantine_and_the_evidence_lists_every_flag(tmp_path
     kept, events, result = run_govern(tmp_path, rows, sources=sources)
     (event,) = events.filter(pl.col("terminal")).iter_rows(named=True)
     assert (event["action"], event["reason"]) == ("dropped", "license_not_allowed")
-    assert json.loads(event["evidence"])["flags"] == ["license_not_allowed", "secret_detected"]
+    evidence = json.loads(event["evidence"])
+    assert evidence["flags"] == ["license_not_allowed", "secret_detected"]
+    assert evidence["secrets"] == ["github_token"]  # found, whatever decided: the report counts it
     assert result.review_items.height == 0 and kept.height == 0
     assert ledger.counts_by_reason(events.lazy(), terminal=True) == {
         "dropped": {"license_not_allowed": 1}

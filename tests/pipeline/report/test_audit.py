@@ -78,9 +78,12 @@ def test_blocked_types_count_terminal_and_edit_evidence_but_no_values():
         ("c", "govern", "edited", "personal_data_redacted", {"types": ["email", "phone"]}, False),
         ("d", "govern", "quarantined", "personal_data",
          {"flags": ["personal_data"], "detail": {"types": ["credit_card"]}}, True),
+        ("e", "govern", "dropped", "license_not_allowed",  # its license decided first
+         {"flags": ["license_not_allowed", "secret_detected"], "detail": None,
+          "secrets": ["github_token", "slack_token"]}, True),
     )  # fmt: skip
     assert audit.blocked_types(events) == {
-        "secrets": {"github_token": 2, "jwt": 1},
+        "secrets": {"github_token": 3, "jwt": 1, "slack_token": 1},
         "personal_data": {"credit_card": 1, "email": 1, "phone": 1},
     }
 

@@ -218,6 +218,14 @@ def test_sensitive_information_states_each_policy_action_with_its_counts():
         "Personal data kept as published (policy keep): ip_address; such values may appear "
         "in the text.",
     ]
+    license_first = facts()
+    license_first["ledger"]["secrets_elsewhere"] = {"github_token": 3, "jwt": 1}
+    assert croissant(license_first)["rai:personalSensitiveInformation"][0] == (
+        "Secrets (credentials, keys, tokens) were searched for in the fields text, metadata, "
+        "group, label; records with one are quarantined: none otherwise; found too in records "
+        "dropped or quarantined for another reason first (github_token: 3, jwt: 1). No secret "
+        "is published, and no secret value or part of one is in this card."
+    )
 
 
 def test_uses_and_biases_name_locks_eval_sets_license_terms_and_shares():
