@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipeline.text.secret_tokens import TOKEN_FORMATS, TokenFormat
+
 ALNUM = string.ascii_letters + string.digits
 UPPER_ALNUM = string.ascii_uppercase + string.digits
 HEX = "0123456789abcdef"
@@ -180,6 +182,30 @@ SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
         ]
     ),
 }
+
+
+def _token_in_context(token: TokenFormat) -> Callable[[random.Random], tuple[str, str, str]]:
+    """A provider token (pipeline/text/secret_tokens.py) in one of the places people put one:
+    an environment file, JSON, YAML, a shell command, a header, a sentence."""
+    name = token.type.upper()
+
+    def build(rng: random.Random) -> tuple[str, str, str]:
+        before, after = rng.choice(
+            [
+                (f"{name}=", "\n"),
+                (f'{{"{token.type}": "', '"}'),
+                (f"{token.type}: ", "\n"),
+                (f"export {name}='", "'"),
+                ("curl -H 'Authorization: Bearer ", "' https://api.example.org/v1"),
+                ("the new key is ", ", rotate the old one"),
+            ]
+        )
+        return before, token.sample(rng), after
+
+    return build
+
+
+SECRET_BUILDERS |= {token.type: _token_in_context(token) for token in TOKEN_FORMATS}
 
 
 def secret_sample(kind: str, rng: random.Random) -> Sample:

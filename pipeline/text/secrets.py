@@ -49,9 +49,11 @@ import binascii
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 
 import polars as pl
 
+from pipeline.text.secret_tokens import TOKEN_FORMATS
 from pipeline.text.text_scan import Rule, SpanScanner, replace_spans
 
 LEAD_CHARS = 4
@@ -110,6 +112,21 @@ def _not_example(match: re.Match[str]) -> bool:
 def _random_token(match: re.Match[str]) -> bool:
     value = _value(match)
     return _not_example(match) and shannon_entropy(value) >= TOKEN_MIN_ENTROPY
+
+
+def _random_after(prefix: int) -> Callable[[re.Match[str]], bool]:
+    """A provider token's check: what follows its literal prefix is random, not a stand-in
+    (`ghp_xxxx…`, `…EXAMPLE…`)."""
+
+    def random_body(match: re.Match[str]) -> bool:
+        body = match.group()[prefix:]
+        return (
+            "EXAMPLE" not in body.upper()
+            and "xxxx" not in body.lower()
+            and shannon_entropy(body) >= TOKEN_MIN_ENTROPY
+        )
+
+    return random_body
 
 
 def _aws_secret_in_context(match: re.Match[str]) -> bool:
@@ -290,6 +307,8 @@ RULES: tuple[Rule, ...] = (
     Rule("discord_token",
          _B + r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}" + _E,
          _discord_user_id),
+    *(Rule(token.type, _B + token.pattern + _E, _random_after(len(token.prefix)),
+           literal=token.literal) for token in TOKEN_FORMATS),
     Rule("connection_string_password",
          r"\b" + _DB_SCHEMES + r"://(?P<user>[A-Za-z0-9._%+\-]{0,64}):"
          r"(?P<v>[^/" + _SPACE + r"]{1,256})@[A-Za-z0-9.\-\[\]]", _url_password),

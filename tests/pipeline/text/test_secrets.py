@@ -17,6 +17,7 @@ from credential_factory import (
     secret_sample,
 )
 
+from pipeline.text.secret_tokens import TOKEN_FORMATS
 from pipeline.text.secrets import SECRET_TYPES, find_secrets, mask_secrets, shannon_entropy
 from pipeline.text.text_scan import Rule, SpanScanner
 
@@ -27,7 +28,7 @@ def _findings(texts: list[str | None]) -> list[dict]:
 
 def test_every_type_has_a_builder():
     assert set(SECRET_BUILDERS) == set(SECRET_TYPES)
-    assert len(SECRET_TYPES) == 25
+    assert len(SECRET_TYPES) == 25 + len(TOKEN_FORMATS) >= 100
 
 
 @pytest.mark.parametrize("kind", SECRET_TYPES)
