@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline.text.secret_tokens import TOKEN_FORMATS, TokenFormat
+from pipeline.text.secret_tokens import TOKEN_FORMATS, TokenFormat, base62_crc32
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_ALNUM = string.ascii_uppercase + string.digits
@@ -53,6 +53,12 @@ def _private_key(rng: random.Random) -> tuple[str, str, str]:
     body = "\n".join(_chars(rng, 64, B64) for _ in range(rng.randint(4, 12)))
     block = f"-----BEGIN {label}-----\n{body}\n{_chars(rng, 20, B64)}==\n-----END {label}-----"
     return "key.pem:\n", block, "\n"
+
+
+def _checksummed(prefix: str, rng: random.Random) -> str:
+    """A GitHub or npm token: 30 random characters and their base62 CRC32."""
+    body = _chars(rng, 30)
+    return prefix + body + base62_crc32(body)
 
 
 def _jwt(rng: random.Random) -> str:
@@ -103,7 +109,11 @@ SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
         "",
     ),
     "aws_secret_access_key": _aws_secret,
-    "github_token": lambda r: ("git clone https://", "ghp_" + _chars(r, 36), "@github.com/o/r"),
+    "github_token": lambda r: (
+        "git clone https://",
+        _checksummed(r.choice(["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]), r),
+        "@github.com/o/r",
+    ),
     "github_fine_grained_token": lambda r: (
         "GITHUB_TOKEN=",
         f"github_pat_{_chars(r, 22)}_{_chars(r, 59)}",
@@ -146,7 +156,7 @@ SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
         f"{_chars(r, 32, HEX)}-us{r.randint(1, 20)}",
         "",
     ),
-    "npm_token": lambda r: ("//registry.npmjs.org/:_authToken=", "npm_" + _chars(r, 36), "\n"),
+    "npm_token": lambda r: ("//registry.npmjs.org/:_authToken=", _checksummed("npm_", r), "\n"),
     "pypi_token": lambda r: ("password = ", "pypi-AgEIcHlwaS5vcmc" + _chars(r, 70, URLSAFE), "\n"),
     "azure_storage_key": lambda r: (
         "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=",

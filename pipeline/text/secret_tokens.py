@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import re
+import zlib
 from dataclasses import dataclass
 
 ALNUM = "A-Za-z0-9"
@@ -68,6 +69,20 @@ class TokenFormat:
             length = part[1] if len(part) == 2 else rng.randint(part[1], part[2])
             out.append("".join(rng.choice(_characters(part[0])) for _ in range(length)))
         return "".join(out)
+
+
+BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def base62_crc32(text: str) -> str:
+    """The checksum GitHub and npm append to their tokens: the CRC32 of the 30 random
+    characters, in base62 (digits, upper, lower), 6 characters with leading zeros
+    (https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/)."""
+    value, digits = zlib.crc32(text.encode()), ""
+    while value:
+        value, digit = divmod(value, 62)
+        digits = BASE62[digit] + digits
+    return digits.rjust(6, "0")
 
 
 def _characters(alphabet: str) -> str:

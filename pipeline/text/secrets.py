@@ -53,12 +53,16 @@ from collections.abc import Callable
 
 import polars as pl
 
-from pipeline.text.secret_tokens import TOKEN_FORMATS
+from pipeline.text.secret_tokens import TOKEN_FORMATS, base62_crc32
 from pipeline.text.text_scan import Rule, SpanScanner, replace_spans
 
 LEAD_CHARS = 4
 GENERIC_MIN_ENTROPY = 3.0  # bits per character; random base64/hex of length 16+ is ~3.5–4.5
 TOKEN_MIN_ENTROPY = 3.0
+# What follows a provider's literal prefix: the prefix is the evidence, the floor only keeps
+# out runs and patterns (`0000…`, `abcabc…`). Random bodies do fall below 3 bits (16 of 36
+# characters: 2.27 at the least in 200k draws; 19 hex digits: 2.21), never near 2.
+PREFIXED_TOKEN_MIN_ENTROPY = 2.0
 # An AWS secret key found by its context only (see _AWS_SECRET_VALUE): 40 random base64
 # characters carry 4.2 bits per character and more (none below 4.15 in 200k draws); 40 hex
 # digits (a git SHA, a sha1 digest) at most 4, prose and paths of words about 3.9.
@@ -123,10 +127,20 @@ def _random_after(prefix: int) -> Callable[[re.Match[str]], bool]:
         return (
             "EXAMPLE" not in body.upper()
             and "xxxx" not in body.lower()
-            and shannon_entropy(body) >= TOKEN_MIN_ENTROPY
+            and shannon_entropy(body) >= PREFIXED_TOKEN_MIN_ENTROPY
         )
 
     return random_body
+
+
+def _checksummed(match: re.Match[str]) -> bool:
+    """GitHub's and npm's tokens of 4 + 36 characters end with a checksum of the 30 before
+    it: one that does not hold is a made-up token (docs, tests, a typo), not a credential.
+    Longer GitHub tokens (older server-to-server and refresh tokens) are judged as random."""
+    token = match.group()
+    if len(token) != 40:
+        return _random_after(4)(match)
+    return token[-6:] == base62_crc32(token[4:34]) and _random_after(4)(match)
 
 
 def _aws_secret_in_context(match: re.Match[str]) -> bool:
@@ -265,7 +279,7 @@ _PEM_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 RULES: tuple[Rule, ...] = (
     Rule("private_key",
          _PEM_BEGIN + r"[A-Za-z0-9+/=:,.\- \t\r\n\\]+?" + _PEM_END, _pem_body),
-    Rule("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", _not_example),
+    Rule("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", _random_after(4)),
     Rule("aws_secret_access_key",
          r"(?i:aws[A-Za-z0-9_\-]{0,20}secret[A-Za-z0-9_\-]{0,20}|secret_?access_?key)" + _ASSIGN
          + r"""["']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])""", _random_token),
@@ -274,7 +288,7 @@ RULES: tuple[Rule, ...] = (
     Rule("aws_secret_access_key", _AWS_KEY_ID_NEAR + _AWS_SECRET_VALUE, _aws_secret_in_context,
          ("akia", "asia")),
     Rule("github_fine_grained_token", _B + r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}" + _E),
-    Rule("github_token", _B + r"gh[pousr]_[A-Za-z0-9]{36,251}" + _E),
+    Rule("github_token", _B + r"gh[pousr]_[A-Za-z0-9]{36,251}" + _E, _checksummed),
     Rule("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_\-]{20,64}" + _E),
     Rule("slack_webhook",
          r"https://hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,12}/"
@@ -294,7 +308,7 @@ RULES: tuple[Rule, ...] = (
     Rule("twilio_api_key", _B + r"SK[0-9a-f]{32}" + _E, _random_token),
     Rule("sendgrid_api_key", _B + r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}" + _E),
     Rule("mailchimp_api_key", _B + r"[0-9a-f]{32}-us[0-9]{1,2}" + _E, _random_token),
-    Rule("npm_token", _B + r"npm_[A-Za-z0-9]{36}" + _E, _random_token),
+    Rule("npm_token", _B + r"npm_[A-Za-z0-9]{36}" + _E, _checksummed),
     Rule("pypi_token",
          _B + r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{50,}" + _E),
     Rule("azure_storage_key",

@@ -15,14 +15,17 @@ from pipeline.core import ledger
 from pipeline.govern.stage import govern
 from pipeline.ingest.stage import ingest
 from pipeline.stage import RunContext
+from pipeline.text.secret_tokens import base62_crc32
 
 ALNUM = string.ascii_letters + string.digits
 
 
 def github_token(seed: int = 7) -> str:
-    """A classic personal access token in GitHub's documented shape, made up at test time."""
+    """A classic personal access token in GitHub's documented shape (30 random characters and
+    their checksum), made up at test time."""
     rng = random.Random(seed)
-    return "ghp_" + "".join(rng.choice(ALNUM) for _ in range(36))
+    body = "".join(rng.choice(ALNUM) for _ in range(30))
+    return "ghp_" + body + base62_crc32(body)
 
 
 def card_number() -> str:

@@ -404,3 +404,23 @@ def test_aws_secret_keys_in_every_context_of_the_factory_are_found_whole():
         (f["index"], f["type"], f["start"], f["end"]) for f in _findings([s.text for s in samples])
     }
     assert found == {(i, "aws_secret_access_key", s.start, s.end) for i, s in enumerate(samples)}
+
+
+def test_placeholders_and_tokens_whose_checksum_fails_are_not_secrets():
+    rng = random.Random(25)
+    real = secret_sample("github_token", rng).value  # its checksum holds
+    wrong = real[:-1] + ("A" if real[-1] != "A" else "B")
+    body = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(30))
+    texts = [
+        f"git clone https://{real}@github.com/o/r",
+        f"git clone https://{wrong}@github.com/o/r",  # one character off: made up, a typo
+        "token: ghp_" + "x" * 36,
+        "GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        "aws_access_key_id = AKIAXXXXXXXXXXXXXXXX",
+        "npm_" + body + "000000",
+        "SHOPIFY=shpat_" + "0" * 32,
+        "slack xapp-1-AXXXXXXXXX-0000000000000-" + "x" * 64,
+    ]
+    found = find_secrets(pl.Series(texts))
+    assert found["index"].to_list() == [0]
+    assert found["type"].to_list() == ["github_token"]
