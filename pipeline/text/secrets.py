@@ -222,7 +222,13 @@ def _pem_body(match: re.Match[str]) -> bool:
 # Token boundaries: not glued to a longer run of the same alphabet.
 _B = r"(?<![A-Za-z0-9_\-])"
 _E = r"(?![A-Za-z0-9_\-])"
-_ASSIGN = r"""["']?[ \t]*(?:=>|:=|=|:)[ \t]*"""
+# `=`, `:` and the assignments of Makefiles (`:=`, `::=`, `:::=`, `?=`, `+=`), PHP (`.=`,
+# `??=`), Perl and Ruby (`=>`), after an optional type (`apiKey: string =`, Go's
+# `var apiKey string =`).
+_ASSIGN = (
+    r"""["']?(?:[ \t]*:?[ \t]*(?:string|String|str)\b)?[ \t]*"""
+    r"(?:=>|:::=|::=|:=|\?\?=|\?=|\+=|\.=|=|:)[ \t]*"
+)
 # The name must end with the secret word: DB_PASSWORD, client_secret, but not token_type.
 _SECRET_NAME = (
     r"(?i:passwords?|passwd|pwd|passphrase|secrets?|api[_\-]?keys?|apikeys?|access[_\-]?keys?"
@@ -330,6 +336,8 @@ RULES: tuple[Rule, ...] = (
          _SECRET_NAME + _ASSIGN + _quoted_value('"'), _random_secret, _SECRET_NAME_ANCHORS),
     Rule("generic_secret_assignment",
          _SECRET_NAME + _ASSIGN + _quoted_value("'"), _random_secret, _SECRET_NAME_ANCHORS),
+    Rule("generic_secret_assignment",  # Go's and JavaScript's backtick strings
+         _SECRET_NAME + _ASSIGN + _quoted_value("`"), _random_secret, _SECRET_NAME_ANCHORS),
     Rule("generic_secret_assignment",
          _SECRET_NAME + _ASSIGN + _BARE_VALUE, _random_bare_secret, _SECRET_NAME_ANCHORS),
 )  # fmt: skip

@@ -250,6 +250,16 @@ def test_duplicate_rows_get_the_same_findings():
         ("secret: 'Xk9#mQ2p\\'Lq7\\\\'", "Xk9#mQ2p\\'Lq7\\\\"),
         ('{"api_key": "Xk9%mQ2p€Lq7z\\\\ü"}', "Xk9%mQ2p€Lq7z\\\\ü"),
         ("DB_PASSWORD='Zq8\"w%Lm2€x'", 'Zq8"w%Lm2€x'),
+        # Makefile, PHP, Go and TypeScript assignments
+        ("API_TOKEN ::= Xk9mQ2pLq7zW", "Xk9mQ2pLq7zW"),
+        ("API_TOKEN :::= Xk9mQ2pLq7zW", "Xk9mQ2pLq7zW"),
+        ("DB_PASSWORD ?= Xk9mQ2pLq7zW", "Xk9mQ2pLq7zW"),
+        ("SECRET += Xk9mQ2pLq7zW", "Xk9mQ2pLq7zW"),
+        ("$password .= 'Xk9mQ2pLq7zW';", "Xk9mQ2pLq7zW"),
+        ("$api_key ??= 'Xk9mQ2pLq7zW';", "Xk9mQ2pLq7zW"),
+        ('var apiKey string = "Xk9mQ2pLq7zW"', "Xk9mQ2pLq7zW"),
+        ("token := `Xk9mQ2pLq7zW`", "Xk9mQ2pLq7zW"),
+        ('const apiKey: string = "Xk9mQ2pLq7zW";', "Xk9mQ2pLq7zW"),
         # URL passwords: to the last `@` before the host.
         ('postgres://app:Xk9\\mQ2p"Lq@db.internal/main', 'Xk9\\mQ2p"Lq'),
         ("mysql://root:p@ss#w0rd€@db.internal/main", "p@ss#w0rd€"),
