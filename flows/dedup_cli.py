@@ -182,18 +182,15 @@ def _stage(name: str):
 
 def _read(path: Path, source) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(raw rows, good records with `index`, bad rows: index, record_id, location, error)."""
-    from pipeline.config import IngestConfig
     from pipeline.core import reasons
     from pipeline.core.identity import record_key, xxh3_128_hex
-    from pipeline.ingest.files import DEFAULT_MAX_EXPANSION_RATIO
     from pipeline.ingest.readers import read_file
     from pipeline.ingest.stage import to_records
 
     fields = source.fields
     if source.format != "jsonl":  # the reader's own message speaks of declarations
         _check_fields(path, source.format, [fields.text, fields.id])
-    limits = IngestConfig(max_expansion_ratio=DEFAULT_MAX_EXPANSION_RATIO)  # the environment's
-    raw = read_file(path, path.name, source, limits).sort("_location")
+    raw = read_file(path, path.name, source).sort("_location")
     raw = raw.with_columns(pl.lit(path.name).alias("_file"))
     readable = raw.filter(pl.col("_error").is_null())
     if source.format == "jsonl" and readable.height:

@@ -167,10 +167,11 @@ class IngestConfig(Strict):
         description="a JSON line (or text file) of more bytes is dropped as record_too_large "
         "without being held in memory",
     )
-    max_expansion_ratio: Annotated[float, Field(gt=1)] = Field(
-        100,
+    max_expansion_ratio: Annotated[float, Field(gt=1)] | None = Field(
+        None,
         description="a compressed file (.gz, .bz2, .xz, .zst) expanding past this many times "
-        "its size (and past 64 MiB) stops the run, naming it: a decompression bomb",
+        "its size (and past 64 MiB) stops the run, naming it: a decompression bomb; default "
+        "$THRESHER_MAX_EXPANSION_RATIO or 100",
     )
 
     def for_source(self, source: SourceDeclaration) -> IngestConfig:

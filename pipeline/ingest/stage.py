@@ -42,6 +42,7 @@ class IngestPart:
     number: int  # its place in file order: its Parquet parts are named by it
     source: str
     batches: tuple[tuple[tuple[Path, str], ...], ...]
+    bytes: int = 0  # the size of its files, as planned
 
 
 def plan_parts(sources: list[SourceDeclaration], part_bytes: int) -> list[IngestPart]:
@@ -54,10 +55,10 @@ def plan_parts(sources: list[SourceDeclaration], part_bytes: int) -> list[Ingest
             group.append(tuple(batch))
             size += sum(path.stat().st_size for path, _ in batch)
             if size >= part_bytes:
-                parts.append(IngestPart(len(parts), source.name, tuple(group)))
+                parts.append(IngestPart(len(parts), source.name, tuple(group), size))
                 group, size = [], 0
         if group:
-            parts.append(IngestPart(len(parts), source.name, tuple(group)))
+            parts.append(IngestPart(len(parts), source.name, tuple(group), size))
     return parts
 
 
@@ -141,8 +142,7 @@ def ingest_stats(
     records_in = sum(counts["records_in"] for counts in per_source.values())
     sizes: dict[str, int] = {}
     for part in parts:
-        for batch in part.batches:
-            sizes[part.source] = sizes.get(part.source, 0) + sum(p.stat().st_size for p, _ in batch)
+        sizes[part.source] = sizes.get(part.source, 0) + part.bytes
     warnings = [
         f"source {name!r}: its files hold {sizes[name]:,} bytes but gave no record "
         f"({counts['records_in']:,} rows read, {counts.get('bad_rows', 0):,} dropped at ingest; "

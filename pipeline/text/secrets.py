@@ -133,14 +133,17 @@ def _random_after(prefix: int) -> Callable[[re.Match[str]], bool]:
     return random_body
 
 
+_random_after_4 = _random_after(4)  # gh?_, npm_, AKIA
+
+
 def _checksummed(match: re.Match[str]) -> bool:
     """GitHub's and npm's tokens of 4 + 36 characters end with a checksum of the 30 before
     it: one that does not hold is a made-up token (docs, tests, a typo), not a credential.
     Longer GitHub tokens (older server-to-server and refresh tokens) are judged as random."""
     token = match.group()
     if len(token) != 40:
-        return _random_after(4)(match)
-    return token[-6:] == base62_crc32(token[4:34]) and _random_after(4)(match)
+        return _random_after_4(match)
+    return token[-6:] == base62_crc32(token[4:34]) and _random_after_4(match)
 
 
 def _aws_secret_in_context(match: re.Match[str]) -> bool:
@@ -285,7 +288,7 @@ _PEM_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 RULES: tuple[Rule, ...] = (
     Rule("private_key",
          _PEM_BEGIN + r"[A-Za-z0-9+/=:,.\- \t\r\n\\]+?" + _PEM_END, _pem_body),
-    Rule("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", _random_after(4)),
+    Rule("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", _random_after_4),
     Rule("aws_secret_access_key",
          r"(?i:aws[A-Za-z0-9_\-]{0,20}secret[A-Za-z0-9_\-]{0,20}|secret_?access_?key)" + _ASSIGN
          + r"""["']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])""", _random_token),
