@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import string
 import uuid
 from collections.abc import Callable
@@ -100,6 +101,23 @@ def _aws_secret(rng: random.Random) -> tuple[str, str, str]:
     )
 
 
+def _putty_key(rng: random.Random) -> tuple[str, str, str]:
+    public = "\n".join(_chars(rng, 64, B64) for _ in range(6))
+    private = "\n".join(_chars(rng, 64, B64) for _ in range(14))
+    key = (
+        "PuTTY-User-Key-File-3: ssh-rsa\nEncryption: none\nComment: deploy@ci\n"
+        f"Public-Lines: 6\n{public}\nPrivate-Lines: 14\n{private}\n"
+        f"Private-MAC: {_chars(rng, 64, HEX)}"
+    )
+    return "id_rsa.ppk:\n", key, "\n"
+
+
+def _told_password(rng: random.Random) -> str:
+    """What people pick: a word, digits and a symbol."""
+    word = rng.choice(["Sommer", "Winter", "Dragon", "Monkey", "Soleil", "Primavera"])
+    return f"{word}{rng.randint(1000, 9999)}{rng.choice('!#$%&*?')}{_chars(rng, 3)}"
+
+
 # kind -> builder of (text before, secret, text after)
 SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
     "private_key": _private_key,
@@ -181,6 +199,53 @@ SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
         _chars(r, 1, string.ascii_letters) + _chars(r, 15, r.choice([ALNUM, MIXED + "@#"])),
         "@db.internal:5432/main",
     ),
+    "putty_private_key": lambda r: _putty_key(r),
+    "basic_auth_header": lambda r: (
+        r.choice(
+            ["Authorization: Basic ", "curl -H 'Authorization: Basic ", '"authorization": "Basic ']
+        ),
+        base64.b64encode(f"{_chars(r, 6)}:{_chars(r, 14, ALNUM + '!#%')}".encode()).decode(),
+        "\n",
+    ),
+    "bearer_token": lambda r: (
+        r.choice(
+            [
+                "Authorization: Bearer ",
+                "-H 'authorization: token ",
+                "headers['Authorization'] = 'Bearer ",
+            ]
+        ),
+        _chars(r, 8) + str(r.randint(0, 9)) + _chars(r, 31, ALNUM + "-._~"),
+        "'",
+    ),
+    "command_line_password": lambda r: r.choice(
+        [
+            ("curl -u deploy:", _chars(r, 12) + str(r.randint(10, 99)), " https://ci.internal/api"),
+            (
+                "mysql -h db.internal -u root -p",
+                _chars(r, 11) + "#" + str(r.randint(0, 9)),
+                " shop",
+            ),
+            ("psql-wrapper --db-password ", _chars(r, 14) + str(r.randint(0, 9)), " --host db"),
+            ('deploy --api-key "', _chars(r, 24) + str(r.randint(0, 9)), '" --verbose'),
+        ]
+    ),
+    "url_credential_parameter": lambda r: (
+        "https://acct.blob.core.windows.net/c/f.csv?sv=2022-11-02&se=2030-01-01&sr=b&sp=r&sig=",
+        _chars(r, 40, ALNUM) + "%3D",
+        " expires next year",
+    ),
+    "password_in_prose": lambda r: r.choice(
+        [
+            ("Hi, my password is ", _told_password(r), ". Can you reset it?"),
+            ("the password for the admin account was ", _told_password(r), ", please rotate"),
+            ("Mein Passwort ist ", _told_password(r), " und funktioniert nicht."),
+            ("das Kennwort lautet: ", _told_password(r), ""),
+            ("Hola, mi contraseña es ", _told_password(r), " pero no puedo entrar."),
+            ("Bonjour, mon mot de passe est ", _told_password(r), ", merci."),
+            ("le jeton est « ", _told_password(r), " »"),
+        ]
+    ),
     "generic_secret_assignment": lambda r: r.choice(
         [
             ('DB_PASSWORD="', _chars(r, 20, ALNUM + "!#%&*"), '"'),
@@ -215,7 +280,36 @@ def _token_in_context(token: TokenFormat) -> Callable[[random.Random], tuple[str
     return build
 
 
-SECRET_BUILDERS |= {token.type: _token_in_context(token) for token in TOKEN_FORMATS}
+def _keyed_in_context(token: TokenFormat) -> Callable[[random.Random], tuple[str, str, str]]:
+    """A provider value without a prefix of its own after a name holding the provider's
+    keyword, in the syntaxes people write: dotenv, JSON (also escaped in a string), YAML, a
+    multi-line XML element, a command-line flag, Java's and Python's environment setters."""
+    snake = re.sub(r"[^a-z0-9]+", "_", token.keywords[0]).strip("_")
+    upper, camel = snake.upper(), re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), snake)
+    flag = snake.replace("_", "-")
+
+    def build(rng: random.Random) -> tuple[str, str, str]:
+        before, after = rng.choice(
+            [
+                (f"{upper}_API_KEY=", "\n"),
+                (f'{{"{camel}Token": "', '"}'),
+                (f"{snake}_secret: ", "\n"),
+                (f"<{camel}ApiKey>\n    ", f"\n</{camel}ApiKey>"),
+                (f"run --{flag}-token ", " --verbose"),
+                (f'"{{\\"{snake}_api_key\\": \\"', '\\"}"'),
+                (f'System.setProperty("{upper}_TOKEN", "', '");'),
+                (f'os.environ["{upper}_AUTH_TOKEN"] = "', '"'),
+            ]
+        )
+        return before, token.sample(rng), after
+
+    return build
+
+
+SECRET_BUILDERS |= {
+    token.type: (_keyed_in_context if token.keywords else _token_in_context)(token)
+    for token in TOKEN_FORMATS
+}
 
 
 def secret_sample(kind: str, rng: random.Random) -> Sample:

@@ -1,8 +1,21 @@
-"""Secret and credential detector: provider tokens in their documented formats, private keys,
-JWTs, passwords in connection URLs (also with an empty user: `redis://:pw@host`), and
-high-entropy values assigned to secret-like names.
+"""Secret and credential detector: provider tokens in their documented formats (the table of
+pipeline/text/secret_tokens.py: by their prefix, or, for a format without one, after a name
+holding the provider's keyword), private keys (PEM, OpenSSH, PGP, PuTTY), JWTs, passwords in
+connection URLs (also with an empty user: `redis://:pw@host`), on command lines (`mysql -p…`,
+`curl -u user:…`, `--password …`), in `Authorization: Basic/Bearer` headers and signed URLs
+(`sig=`, `X-Amz-Signature=`), told in a sentence in English, German, Spanish or French ("my
+password is …", "das Passwort lautet …"), and high-entropy values assigned to secret-like
+names in every common syntax (shell, dotenv, INI, TOML, YAML, JSON also escaped in a string,
+XML elements and attribute pairs, Makefile, Python, JS/TS, Go, Java/Kotlin/C#, PHP, Ruby,
+environment setters such as `System.setProperty("X_TOKEN", "…")`).
 
-One polars pass selects the rows that may hold a secret; only those go through Python `re`
+Not reported: placeholders and templates, values assigned to names that say they are test
+fixtures (`FAKE_API_KEY`, `testPassword`, `mock_token`), and credentials published as
+examples (PUBLISHED_EXAMPLES: exact values, by hash, with their sources).
+
+Two vectorized polars passes select the rows that may hold a secret (an alternation of the
+rules' patterns, and one of the tokens' literal prefixes and keywords, run side by side); only
+those go through Python `re`
 for exact offsets and the checks that keep look-alikes out: placeholders and environment
 references, AWS's documented example keys, low-entropy values, JWT headers that are not
 JSON, Discord tokens whose first part is not a user id. Git SHAs, digests, lockfile
@@ -46,6 +59,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+import hashlib
 import math
 import re
 from collections import Counter
@@ -53,7 +68,7 @@ from collections.abc import Callable
 
 import polars as pl
 
-from pipeline.text.secret_tokens import TOKEN_FORMATS, base62_crc32
+from pipeline.text.secret_tokens import TOKEN_FORMATS, TokenFormat, base62_crc32
 from pipeline.text.text_scan import Rule, SpanScanner, replace_spans
 
 LEAD_CHARS = 4
@@ -72,7 +87,7 @@ AWS_SECRET_MIN_ENTROPY = 4.0
 _PLACEHOLDER_WORDS = (
     "example", "changeme", "change_me", "change-me", "placeholder", "your", "xxxx", "redacted",
     "dummy", "sample", "****", "<", ">", "${", "{{", "here", "replace", "insert", "environ",
-    "getenv", "none", "null", "undefined", "#{", "%{",
+    "getenv", "none", "null", "undefined", "#{", "%{", "&lt", "&gt",
 )  # fmt: skip
 # Values people leave in docs and local set-ups (compared lowercased).
 _DEFAULT_PASSWORDS = frozenset((
@@ -118,17 +133,29 @@ def _random_token(match: re.Match[str]) -> bool:
     return _not_example(match) and shannon_entropy(value) >= TOKEN_MIN_ENTROPY
 
 
+_X_RUN = re.compile(r"[xX]{4,}")
+
+
+def _stand_in(value: str) -> bool:
+    """A value of a token's alphabet that says it is not one: `…EXAMPLE…`, or a run of `x`
+    of 8 or more, or of 4 or more that is a quarter of it (`ghp_xxxx…`, `AKIAXXXX…`, the
+    masked `…xxxxxxxx`); not `here` or `none`, which a random value holds about once in
+    25,000, nor a short run inside a long one."""
+    longest_x_run = max((len(run) for run in _X_RUN.findall(value)), default=0)
+    return (
+        "EXAMPLE" in value.upper()
+        or longest_x_run >= 8
+        or (longest_x_run >= 4 and longest_x_run * 4 >= len(value))
+    )
+
+
 def _random_after(prefix: int) -> Callable[[re.Match[str]], bool]:
     """A provider token's check: what follows its literal prefix is random, not a stand-in
     (`ghp_xxxx…`, `…EXAMPLE…`)."""
 
     def random_body(match: re.Match[str]) -> bool:
         body = match.group()[prefix:]
-        return (
-            "EXAMPLE" not in body.upper()
-            and "xxxx" not in body.lower()
-            and shannon_entropy(body) >= PREFIXED_TOKEN_MIN_ENTROPY
-        )
+        return not _stand_in(body) and shannon_entropy(body) >= PREFIXED_TOKEN_MIN_ENTROPY
 
     return random_body
 
@@ -162,21 +189,31 @@ def _aws_secret_in_context(match: re.Match[str]) -> bool:
     )
 
 
+# A quoted name that is a call's first argument: `setProperty("DB_PASSWORD", …)`.
+_CALL_OPENING = re.compile(r"""\(\s*\\?["'][A-Za-z0-9_.\-]*\Z""")
+
+
 def _random_secret(match: re.Match[str]) -> bool:
     value = _value(match)
     name = match.group()[: match.start("v") - match.start()]
+    if "," in name and not _CALL_OPENING.search(
+        match.string, max(0, match.start() - 80), match.start()
+    ):
+        return False  # a list of strings (`"tokens", "symbol2label"`), not a call's arguments
     return (
         not is_placeholder(value)
         and not _WORDS.fullmatch(value)
         and shannon_entropy(value) >= GENERIC_MIN_ENTROPY
         and value.lower() not in name.lower()
+        and not _named_as_fixture(match)
     )
 
 
 # An unquoted value that is code or a URL: a call, an index, a template, `a.b.c`, a prefixed
-# string literal (`b'...'`: its quoted part is not found unquoted either).
+# string literal (`b'...'`: its quoted part is not found unquoted either), a keyword argument.
 _CODE_VALUE = re.compile(
     r"[(\[{]|://|^[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+$|^[bBrRuUfF]{1,2}[\"'`]"
+    r"|^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z_]"  # a keyword argument: f("API_TOKEN", raising=False)
 )
 
 
@@ -227,10 +264,12 @@ _B = r"(?<![A-Za-z0-9_\-])"
 _E = r"(?![A-Za-z0-9_\-])"
 # `=`, `:` and the assignments of Makefiles (`:=`, `::=`, `:::=`, `?=`, `+=`), PHP (`.=`,
 # `??=`), Perl and Ruby (`=>`), after an optional type (`apiKey: string =`, Go's
-# `var apiKey string =`).
+# `var apiKey string =`); the name may be quoted (also escaped inside a JSON string:
+# `{\"api_key\": \"…\"}`) or an index (`os.environ["API_KEY"] =`, `ENV["TOKEN"] =`), and a
+# quoted name may be a call's first argument (`System.setProperty("DB_PASSWORD", "…")`).
 _ASSIGN = (
-    r"""["']?(?:[ \t]*:?[ \t]*(?:string|String|str)\b)?[ \t]*"""
-    r"(?:=>|:::=|::=|:=|\?\?=|\?=|\+=|\.=|=|:)[ \t]*"
+    r"""(?:\\?["'])?\]?(?:[ \t]*:?[ \t]*(?:string|String|str)\b)?[ \t]*"""
+    r"(?:=>|:::=|::=|:=|\?\?=|\?=|\+=|\.=|=|:|(?<=[\"'])[ \t]*,)[ \t]*"
 )
 # The name must end with the secret word: DB_PASSWORD, client_secret, but not token_type.
 _SECRET_NAME = (
@@ -282,6 +321,193 @@ _AWS_SECRET_WORDS = (
     r"(?i:aws[ _\-]?secret(?:[ _\-]?access)?(?:[ _\-]?key)?|secret[ _\-]?(?:access[ _\-]?)?key)"
     r"""["']?(?:[ \t]*(?:=>|:=|=|:)[ \t]*|[ \t]+)["']?"""
 )
+
+# A keyed provider value (see secret_tokens.py) after a name holding the provider's keyword:
+# the rest of the name, then an assignment in any syntax (_ASSIGN's, an XML element's `>`
+# with the value on the same or the next line, a call's `"NAME", "…"`) or a command-line
+# flag's space (`--datadog-api-key …`), then an optional quote (escaped inside JSON too).
+_KEYED_NAME_REST = r"[A-Za-z0-9_.\-]{0,40}?"
+_KEYED_ASSIGN = (
+    r"""(?:\\?["'])?\]?(?:[ \t]*:?[ \t]*(?:string|String|str)\b)?"""
+    r"(?:[ \t]*(?:=>|:::=|::=|:=|\?\?=|\?=|\+=|\.=|=|:|>|,)[ \t\r\n]*|[ \t]+)"
+    r"""(?:\\?["'`])?"""
+)
+# The name must say it holds a credential (`DATADOG_API_KEY`, `twilioAuthToken`), so that an
+# id next to a provider's name (`datadog trace_id: <hex>`, `heroku app: <uuid>`) is not one.
+_CREDENTIAL_NAME = re.compile(r"key|token|secret|pass|pwd|auth|cred|[_\-.]pat\b|\bpat[_\-]", re.I)
+KEYED_MIN_ENTROPY = 2.5  # bits per character of the value (no prefix vouches for it)
+
+
+def _keyed_value(match: re.Match[str]) -> bool:
+    value = _value(match)
+    name = match.string[match.start() : match.start("v")]
+    return (
+        _CREDENTIAL_NAME.search(name) is not None
+        and not _stand_in(value)
+        and len(set(value)) > 2
+        and shannon_entropy(value) >= KEYED_MIN_ENTROPY
+    )
+
+
+def _keyed_rule(token: TokenFormat) -> Rule:
+    spellings = token.keyword_spellings
+    pattern = f"(?i:{'|'.join(map(re.escape, spellings))})" + _KEYED_NAME_REST + _KEYED_ASSIGN
+    return Rule(token.type, pattern + f"(?P<v>{token.pattern})" + _E, _keyed_value,
+                keywords=spellings)  # fmt: skip
+
+
+def _token_rule(token: TokenFormat) -> Rule:
+    if token.keywords:
+        return _keyed_rule(token)
+    # A token starting with its literal is tried only where the literal occurs (Python `re`
+    # skips no text for a pattern starting with a lookbehind).
+    anchors = (token.prefix.lower(),) if token.prefix and token.prefix == token.literal else ()
+    return Rule(token.type, _B + token.pattern + _E, _random_after(len(token.prefix)),
+                literal=token.literal, anchors=anchors)  # fmt: skip
+
+
+# Credentials published as examples, matched by the SHA-256 of their exact value (so that the
+# repository holds none of them in clear), with where each is published. A documented key
+# that says what it is (`…EXAMPLE…`, `xxxx`) needs no entry: no rule accepts it.
+PUBLISHED_EXAMPLES: dict[str, str] = {
+    "1a5d44a2dca19669d72edf4c4f1c27c4c1ca4b4408fbb17f6ce4ad452d78ddb3": "https://docs.aws.amazon.com/IAM/latest/UserGuide/security-creds.html",
+    "78314b11be2e581549ac1c4f616563fad3fdf0c3b71678f6e2299182080e0598": "https://docs.aws.amazon.com/IAM/latest/UserGuide/security-creds.html",
+    "7f75367e7881255134e1375e723d1dea8ad5f6a4fdb79d938df1f1754a830606": "https://jwt.io/ (the debugger's example token)",
+    "2cafc0970149a84f3b9e62eaf169f36f59907a3b3e31f7b82e68c69cd27f7326": "https://docs.stripe.com/api/authentication (the documentation's test key)",
+    "f2d6ca16515033e5dce14eba840b979d27b5cbae24bb3e5bf484339667f86397": "https://docs.stripe.com/api (the older documentation's test key)",
+    "2ddc147f3a3b5a1722b8ed6be3c45c49a7156b17fca5d11410137a6d04def6eb": "https://api.slack.com/authentication/token-types (the documentation's bot token)",
+    "ac9265e56c79b234607ec72c53753cfea9f88c99eb713790ddf9be5593bb4465": "https://developers.google.com/maps/documentation/javascript (the samples' API key)",
+    "0011cc25eb4320717494d2703e8cba85743e71b500283c21c8b88147992f9059": "https://learn.microsoft.com/azure/storage/common/storage-use-azurite#http-connection-strings (the storage emulator's well-known account key)",
+    "60a09e4357868c1e9b801052726d061c370429f723db84523ed58ac354f6eb8a": "https://hardhat.org/hardhat-network/docs/reference#initial-state (Hardhat's and Anvil's first well-known test account)",
+}  # fmt: skip
+
+
+def is_published_example(value: str) -> bool:
+    return hashlib.sha256(value.encode()).hexdigest() in PUBLISHED_EXAMPLES
+
+
+def _vetted(rule: Rule) -> Rule:
+    """The rule, refusing published examples besides what its own check refuses."""
+    check = rule.accept
+
+    def accept(match: re.Match[str]) -> bool:
+        return (check is None or check(match)) and not is_published_example(_value(match))
+
+    return dataclasses.replace(rule, accept=accept)
+
+
+# Names that say a value is made up for tests or docs (`FAKE_API_KEY`, `testPassword`,
+# `mock_token`, `example_secret`): segments of the name, split at `_`, `-`, `.` and case.
+_FIXTURE_WORDS = frozenset(
+    ("fake", "dummy", "mock", "mocked", "fixture", "fixtures", "test", "tests", "testing",
+     "sample", "example", "stub", "bogus")
+)  # fmt: skip
+_NAME_BEFORE = re.compile(r"[A-Za-z0-9_.\-]*\Z")
+_NAME_SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+
+
+def _named_as_fixture(match: re.Match[str]) -> bool:
+    start = match.start()
+    before = _NAME_BEFORE.search(match.string, max(0, start - 60), start)
+    name = (before.group() if before else "") + match.group()[: match.start("v") - start]
+    return any(word.lower() in _FIXTURE_WORDS for word in _NAME_SEGMENT.findall(name))
+
+
+def _element_name_is_secret(match: re.Match[str]) -> bool:
+    """`<dbPassword>`, `<api_key>`, not `<monkey>` or `<keys>` of a dictionary."""
+    opening = match.string.rfind("<", max(0, match.start() - 60), match.start())
+    name = match.string[opening + 1 : match.start("v")].rstrip(" \t\r\n>")
+    return opening >= 0 and re.search(_SECRET_NAME + r"\Z", name) is not None
+
+
+def _xml_secret(match: re.Match[str]) -> bool:
+    return _element_name_is_secret(match) and _random_secret(match)
+
+
+def _attribute_pair_secret(match: re.Match[str]) -> bool:
+    """`<add key="DbPassword" value="…"/>`: the key attribute names a secret."""
+    return re.search(_SECRET_NAME + r"\Z", match.group("n")) is not None and _random_secret(match)
+
+
+def _told_secret(match: re.Match[str]) -> bool:
+    """A credential in a sentence: not a placeholder, a default or words ("the token is
+    expired"), a digit or a symbol in it (a password, not a word) and a letter (digits alone
+    are a one-time code or a PIN: "your password for wap.example.com is 391784")."""
+    value = _value(match)
+    return (
+        not is_placeholder(value)
+        and re.search(r"[A-Za-z]", value) is not None
+        and not _WORDS.fullmatch(value)
+        and re.search(r"[0-9!#$%&*+/=?@^_~\-]", value) is not None
+        and _CODE_VALUE.search(value) is None
+        and shannon_entropy(value) >= 2.0
+    )
+
+
+def _basic_credentials(match: re.Match[str]) -> bool:
+    """`Authorization: Basic <base64 of user:password>` with a real password in it."""
+    try:
+        decoded = base64.b64decode(match.group("v"), validate=True).decode()
+    except (binascii.Error, ValueError):
+        return False
+    user, colon, password = decoded.partition(":")
+    return (
+        bool(colon)
+        and decoded.isprintable()
+        and bool(password)
+        and password != user
+        and not is_placeholder(password)
+    )
+
+
+def _bearer_token(match: re.Match[str]) -> bool:
+    value = _value(match)
+    return (
+        not is_placeholder(value)
+        and not _stand_in(value)
+        and re.search(r"[0-9]", value) is not None
+        and shannon_entropy(value) >= TOKEN_MIN_ENTROPY
+    )
+
+
+def _command_password(match: re.Match[str]) -> bool:
+    password = match.group("v")
+    user = match.group("user") if "user" in match.re.groupindex else None
+    return password != user and not is_placeholder(password)
+
+
+def _putty_key(match: re.Match[str]) -> bool:
+    return "Private-Lines:" in match.group()
+
+
+# A credential told in a sentence: "my password is …", "the password for the admin account
+# was …", "das Passwort lautet …", "mi contraseña es …", "le mot de passe est : …"; also
+# "Kennwort: …" in the other languages (an English `password: …` is an assignment, and
+# `secret key: <sha1>` in a changelog is not a key). The value ends before the sentence's
+# punctuation.
+_TOLD_NAMES_EN = ("password", "passphrase", "api key", "secret key", "access key")
+_TOLD_NAMES_OTHER = (
+    "passwort", "kennwort", "contraseña", "contrasena", "clave", "mot de passe", "jeton",
+)  # fmt: skip
+_TOLD_NAMES = _TOLD_NAMES_EN + _TOLD_NAMES_OTHER
+_TOLD_FOR = r"(?:[ \t]+(?i:for|of|to|für|von|zu|para|de|del|pour|du)(?:[ \t]+[^\s]+){1,4}?)?"
+_TOLD_VERB = r"[ \t]+(?i:is|was|ist|lautet|war|es|era|est|était)[ \t]*:?"
+_TOLD_VALUE = (
+    r"""[ \t]*["'“”«»„]?[ \t]*"""
+    r"""(?P<v>[^\s"'“”«»]{5,}?[^\s"'“”«».,!?;:)])(?=[.,!?;:)"'“”«»]*(?:\s|$))"""
+)
+_TOLD = (
+    rf"(?:(?i:{'|'.join(map(re.escape, _TOLD_NAMES_EN))}){_TOLD_FOR}{_TOLD_VERB}"
+    rf"|(?i:{'|'.join(map(re.escape, _TOLD_NAMES_OTHER))}){_TOLD_FOR}(?:[ \t]*:|{_TOLD_VERB}))"
+    + _TOLD_VALUE
+)
+# "the token is …" (not after a `for` clause: `token` is a common word in code and docs).
+_TOLD_TOKEN = r"(?i:token is|token was)[ \t]*:?" + _TOLD_VALUE
+_XML_CLOSERS = tuple(
+    f"{name}>" for name in ("password", "passwords", "passwd", "pwd", "passphrase", "secret",
+                             "secrets", "key", "keys", "token", "tokens", "credential",
+                             "credentials")
+)  # fmt: skip
 _PEM_BEGIN = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 
@@ -328,13 +554,38 @@ RULES: tuple[Rule, ...] = (
          r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/"
          r"[A-Za-z0-9_\-]{60,68}" + _E),
     Rule("discord_token",
-         _B + r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}" + _E,
+         # The user id's digits in base64 start with M, N or O, then D, T, j or z (spelled
+         # out: it makes the candidate alternation 30% faster than [MNO] alone).
+         _B + r"[MNO][DTjz][A-Za-z0-9_\-]{22,26}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}" + _E,
          _discord_user_id),
-    *(Rule(token.type, _B + token.pattern + _E, _random_after(len(token.prefix)),
-           literal=token.literal) for token in TOKEN_FORMATS),
+    *(_token_rule(token) for token in TOKEN_FORMATS),
+    Rule("putty_private_key",
+         r"PuTTY-User-Key-File-[23]: [^\r\n]+(?:\r?\n[^\r\n]*){2,100}?\r?\nPrivate-MAC: [0-9a-f]{40,64}",
+         _putty_key, literal="PuTTY-User-Key-File-"),
+    Rule("basic_auth_header",
+         r"""(?i:authorization)["']?\]?[ \t]*[:=][ \t]*["']?(?i:basic)[ \t]+"""
+         r"(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", _basic_credentials,
+         keywords=("authorization",)),
+    Rule("bearer_token",
+         r"""(?i:authorization)["']?\]?[ \t]*[:=][ \t]*["']?(?i:bearer|token)[ \t]+"""
+         r"(?P<v>[A-Za-z0-9._~+/\-]{16,}=*)(?![A-Za-z0-9._~+/=\-])", _bearer_token,
+         keywords=("authorization",)),
+    Rule("command_line_password",  # curl -u user:password
+         r"""curl[ \t](?:[^\n]{0,200}?[ \t])?(?:-u|--user)[ \t]*["']?(?P<user>[^:\s"']{1,64}):"""
+         r"""(?P<v>[^\s"']{1,128})""", _command_password, keywords=("curl ", "curl\t")),
+    Rule("command_line_password",  # mysql -p<password>, with no space
+         r"""mysql(?:dump|admin|sh)?\b[^\n]{0,200}?[ \t]-p(?P<v>[^\s"'\-][^\s"']{3,127})"""
+        , _command_password, keywords=("mysql",)),
+    Rule("url_credential_parameter",  # signed URLs: Azure SAS `sig=`, S3/GCS `X-Amz-Signature=`
+         r"(?<=[?&])(?i:sig|x-amz-signature|x-goog-signature)=(?P<v>[A-Za-z0-9%._~+/\-]{16,})"
+         r"(?![A-Za-z0-9%._~+/=\-])", _bearer_token,
+         keywords=("sig=", "x-amz-signature=", "x-goog-signature=")),
     Rule("connection_string_password",
          r"\b" + _DB_SCHEMES + r"://(?P<user>[A-Za-z0-9._%+\-]{0,64}):"
          r"(?P<v>[^/" + _SPACE + r"]{1,256})@[A-Za-z0-9.\-\[\]]", _url_password),
+    Rule("generic_secret_assignment",  # inside a JSON string: {\"api_key\": \"…\"}
+         _SECRET_NAME + _ASSIGN + r'\\"(?P<v>[^"\\' + _SPACE + r']{8,})\\"', _random_secret,
+         _SECRET_NAME_ANCHORS),
     Rule("generic_secret_assignment",
          _SECRET_NAME + _ASSIGN + _quoted_value('"'), _random_secret, _SECRET_NAME_ANCHORS),
     Rule("generic_secret_assignment",
@@ -343,10 +594,22 @@ RULES: tuple[Rule, ...] = (
          _SECRET_NAME + _ASSIGN + _quoted_value("`"), _random_secret, _SECRET_NAME_ANCHORS),
     Rule("generic_secret_assignment",
          _SECRET_NAME + _ASSIGN + _BARE_VALUE, _random_bare_secret, _SECRET_NAME_ANCHORS),
+    Rule("generic_secret_assignment",  # an XML element, the value on its line or the next
+         f"(?i:{'|'.join(map(re.escape, _XML_CLOSERS))})"
+         r"[ \t\r\n]*(?P<v>[^<\s]{8,})[ \t\r\n]*</", _xml_secret, keywords=_XML_CLOSERS),
+    Rule("generic_secret_assignment",  # <add key="DbPassword" value="…"/>
+         r"""(?i:key|name)=(?P<q>["'])(?P<n>[A-Za-z0-9_.\-:]{1,60})(?P=q)[ \t\r\n]+"""
+         r"""(?i:value)=(?P<q2>["'])(?P<v>[^"'\s<>]{8,})(?P=q2)""", _attribute_pair_secret,
+         keywords=("key=", "name=")),
+    Rule("command_line_password",  # --password VALUE, --api-key "VALUE"
+         r"--(?:[A-Za-z0-9]+[\-_])*" + _SECRET_NAME + r"""[ \t]+["']?"""
+         r"""(?P<v>[^\s"'\-][^\s"']{7,})""", _random_bare_secret),
+    Rule("password_in_prose", _TOLD, _told_secret, keywords=_TOLD_NAMES),
+    Rule("password_in_prose", _TOLD_TOKEN, _told_secret, keywords=("token is", "token was")),
 )  # fmt: skip
 
 SECRET_TYPES: tuple[str, ...] = tuple(dict.fromkeys(rule.type for rule in RULES))
-_SCANNER = SpanScanner(RULES)
+_SCANNER = SpanScanner(tuple(map(_vetted, RULES)))
 
 
 def find_secrets(texts: pl.Series) -> pl.DataFrame:

@@ -29,7 +29,7 @@ def _findings(texts: list[str | None]) -> list[dict]:
 
 def test_every_type_has_a_builder():
     assert set(SECRET_BUILDERS) == set(SECRET_TYPES)
-    assert len(SECRET_TYPES) == 25 + len(TOKEN_FORMATS) >= 100
+    assert len(SECRET_TYPES) == 31 + len({token.type for token in TOKEN_FORMATS}) >= 200
 
 
 @pytest.mark.parametrize("kind", SECRET_TYPES)
@@ -44,7 +44,13 @@ def test_each_type_is_found_at_its_exact_span_and_masked(kind):
         findings = _findings(["nothing here", text])
 
         assert findings == [
-            {"index": 1, "type": kind, "start": start, "end": end, "lead": sample.value[:4]}
+            {
+                "index": 1,
+                "type": kind,
+                "start": start,
+                "end": end,
+                "lead": sample.value[: min(4, len(sample.value) // 4)],
+            }
         ], seed
         masked = mask_secrets(text, findings)
         assert masked == text[:start] + f"<SECRET:{kind}>" + text[end:]
@@ -271,6 +277,16 @@ def test_the_span_covers_the_whole_value_and_masking_leaves_none_of_it(text, val
         "API_TOKEN ::= {}", "API_TOKEN :::= {}", "DB_PASSWORD ?= {}", "SECRET += {}",
         "$password .= '{}';", "$api_key ??= '{}';", 'var apiKey string = "{}"',
         "token := `{}`", 'const apiKey: string = "{}";',
+        # TOML, INI, YAML, Ruby, Kotlin, C#
+        'api_key = "{}"', "password={}", "  db_password: {}", "config[:api_key] = '{}'",
+        'val apiToken = "{}"', 'private const string ClientSecret = "{}";',
+        # environment setters and indexes, JSON escaped inside a string
+        'System.setProperty("DB_PASSWORD", "{}");', 'os.environ["API_KEY"] = "{}"',
+        "ENV['SECRET_TOKEN'] = '{}'", 'os.environ.setdefault("AUTH_TOKEN", "{}")',
+        '"{{\\"api_key\\": \\"{}\\"}}"',
+        # XML elements (also with the value on its own line) and attribute pairs
+        "<password>{}</password>", "<dbPassword>\n    {}\n</dbPassword>",
+        '<add key="DbPassword" value="{}" />', "<property name='api.token' value='{}'/>",
     ],
 )  # fmt: skip
 def test_assignments_of_every_syntax_are_found_at_the_value(template):
@@ -444,3 +460,170 @@ def test_placeholders_and_tokens_whose_checksum_fails_are_not_secrets():
     found = find_secrets(pl.Series(texts))
     assert found["index"].to_list() == [0]
     assert found["type"].to_list() == ["github_token"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "template"),
+    [
+        ("command_line_password", "mysql -u root -p{} shop"),
+        ("command_line_password", "mysqldump --single-transaction -h db -uadmin -p{} main"),
+        ("command_line_password", "curl -u deploy:{} https://ci.example.org/api"),
+        ("command_line_password", "curl -s -X POST --user 'svc:{}' https://h/x"),
+        ("command_line_password", "tool --db-password {} --host db"),
+        ("command_line_password", 'deploy --api-key "{}"'),
+        ("bearer_token", "Authorization: Bearer {}"),
+        ("bearer_token", "curl -H 'authorization: token {}' https://api.github.example"),
+        ("url_credential_parameter", "https://a.blob.core.windows.net/c/b?sv=2022&sig={}"),
+        ("url_credential_parameter", "https://b.s3.amazonaws.com/k?X-Amz-Signature={}&x=1"),
+        ("password_in_prose", "Hi, my password is {}. Can you reset it?"),
+        ("password_in_prose", "the password for the admin account was {}, please rotate"),
+        ("password_in_prose", "the API key is: {}"),
+        ("password_in_prose", "the token was {}"),
+        ("password_in_prose", "Mein Passwort ist {} und geht nicht."),
+        ("password_in_prose", "das Kennwort lautet: {}"),
+        ("password_in_prose", "Hola, mi contraseña es {} pero no puedo entrar."),
+        ("password_in_prose", "la clave del servidor es «{}»"),
+        ("password_in_prose", "Bonjour, mon mot de passe est {}, merci."),
+        ("password_in_prose", "le jeton est : {}"),
+    ],
+)
+def test_command_lines_headers_signed_urls_and_prose_are_found_at_the_value(kind, template):
+    rng = random.Random(template)
+    symbol = "#" if kind in ("command_line_password", "password_in_prose") else "-"
+    value = "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(18))
+    value += "7" + symbol
+    text = template.format(value)
+    start = text.index(value)
+    assert [(f["type"], f["start"], f["end"]) for f in _findings([text])] == [
+        (kind, start, start + len(value))
+    ]
+
+
+def test_basic_auth_is_found_when_its_base64_holds_a_password():
+    import base64
+
+    encoded = base64.b64encode(b"deploy:Xk9mQ2pLq7vR").decode()
+    empty = base64.b64encode(b"deploy:").decode()
+    placeholder = base64.b64encode(b"user:<password>").decode()
+    texts = [
+        f"Authorization: Basic {encoded}",
+        f"Authorization: Basic {empty}",
+        f"Authorization: Basic {placeholder}",
+        "Authorization: Basic notbase64!!",
+    ]
+    found = _findings(texts)
+    start = texts[0].index(encoded)
+    assert [(f["index"], f["type"], f["start"], f["end"]) for f in found] == [
+        (0, "basic_auth_header", start, start + len(encoded))
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '("number2symbol", "dfas", "keywords", "tokens", "symbol2label")',  # strings, not a call
+        'monkeypatch.delenv("THRESHER_REVIEW_TOKEN", raising=False)',  # a keyword argument
+        "secret key: " + "3f786850e387550fdab836ed7e6dc881de23001b",  # a sha1 in a changelog
+        "<monkey>Xk9mQ2pLq7vR</monkey>",  # an element whose name only ends in `key`
+        "<password>${DB_PASSWORD}</password>",
+        "the token is expired.",  # words
+        "your password for wap.example.com is 391784",  # digits alone: a one-time code
+        "mysql -u root -p shop",  # -p then a space: the client prompts
+        "curl -u $USER:$TOKEN https://h/x",
+        "curl -u admin:admin https://h/x",  # the user name as password: a default
+        "Authorization: Bearer <your-token-here>",
+        "Authorization: Bearer ${GITHUB_TOKEN}",
+        "https://h/x?sig=" + "x" * 24,
+        "tool --password PASSWORD",  # a help text's metavariable
+        'FAKE_API_KEY = "Xk9mQ2pLq7vR5tY8"',  # test fixtures named as such
+        'testPassword = "Xk9mQ2pLq7vR5tY8"',
+        "mock_token: Xk9mQ2pLq7vR5tY8",
+        '<add key="SamplePassword" value="Xk9mQ2pLq7vR5tY8" />',
+        "LATEST_TOKEN_FORMAT = 1",
+    ],
+)
+def test_look_alikes_of_the_new_syntaxes_are_not_secrets(text):
+    assert _findings([text]) == []
+
+
+def test_a_fixture_word_inside_a_longer_word_does_not_hide_a_secret():
+    text = 'LATEST_TOKEN = "Xk9mQ2pLq7vR5tY8"'  # `latest`, not `test`
+    assert [f["type"] for f in _findings([text])] == ["generic_secret_assignment"]
+
+
+def test_published_example_credentials_are_not_secrets_and_the_list_names_its_sources():
+    from pipeline.text.secrets import PUBLISHED_EXAMPLES
+
+    # Split so that scanners of this repository do not flag the examples themselves.
+    examples = [
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6Ikpv"
+        "aG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ." + "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+        "sk_test_" + "4eC39HqLyjWDarjtT1zdp7dc",
+        "xoxb-" + "17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy",
+        "AIza" + "SyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
+        + "K1SZFPTOtr/KBHBeksoGMGw==",
+    ]
+    texts = [f"token: {examples[0]}", f"stripe.api_key = '{examples[1]}'", f"SLACK={examples[2]}",
+             f"maps?key={examples[3]}&q=1", f"AccountName=devstoreaccount1;AccountKey={examples[4]}"]  # fmt: skip
+    assert _findings(texts) == []
+    # The same formats with one character changed are found: the list is exact values.
+    changed = [t.replace(e, e[:-3] + ("Q" if e[-3] != "Q" else "R") + e[-2:])
+               for t, e in zip(texts, examples, strict=True)]  # fmt: skip
+    assert sorted({f["index"] for f in _findings(changed)}) == [0, 1, 2, 3, 4]
+    assert all(source.startswith("https://") for source in PUBLISHED_EXAMPLES.values())
+
+
+@pytest.mark.parametrize("token", TOKEN_FORMATS, ids=lambda token: f"{token.type}-{token.parts[0]}")
+def test_each_format_refuses_its_own_placeholders_and_malformed_values(token):
+    """Each rule's negatives, made from its format: every run replaced by `x` (a stand-in), and
+    the first run one character short (a malformed or cut value)."""
+    rng = random.Random(token.type)
+    placeholder = "".join(part if isinstance(part, str) else "x" * part[1] for part in token.parts)
+    first_run = next(i for i, part in enumerate(token.parts) if not isinstance(part, str))
+    short = "".join(
+        part if isinstance(part, str)
+        else token.sample_run(part, rng, shorter=(i == first_run))
+        for i, part in enumerate(token.parts)
+    )  # fmt: skip
+    if token.keywords:
+        name = token.keywords[0].upper().replace("-", "_") + "_API_KEY="
+        texts = [
+            name + placeholder,
+            name + short,
+            f"{token.keywords[0]} trace_id: {token.sample(rng)}",
+        ]
+    else:
+        texts = [f"value {placeholder} end", f"value {short} end"]
+    assert [f for f in _findings(texts) if f["type"] == token.type] == []
+
+
+def test_every_format_names_its_documented_source():
+    assert all(token.source.startswith("https://") for token in TOKEN_FORMATS)
+    assert all(k == k.lower() for token in TOKEN_FORMATS for k in token.keywords)
+
+
+def test_the_repository_holds_no_live_looking_credential():
+    """Every tracked text file scanned: only the span tests' made-up passwords (no provider
+    token) and one quoted real-text finding in the bench notes are allowed."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    texts, names = [], []
+    for name in files:
+        try:
+            texts.append((root / name).read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+        names.append(name)
+    found = {(names[f["index"]], f["type"]) for f in _findings(texts)}
+    allowed = {
+        ("tests/pipeline/text/test_secrets.py", "generic_secret_assignment"),
+        ("tests/pipeline/text/test_secrets.py", "connection_string_password"),
+        ("bench/README.md", "generic_secret_assignment"),
+    }
+    assert found <= allowed, found - allowed
