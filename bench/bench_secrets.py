@@ -38,21 +38,24 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from credential_factory import (  # noqa: E402
     HARD_NEGATIVE_BUILDERS,
+    format_negatives,
     hard_negative_sample,
     secret_sample,
 )
 
 from pipeline.text.personal_data import find_personal_data  # noqa: E402
+from pipeline.text.secret_tokens import TOKEN_FORMATS  # noqa: E402
 from pipeline.text.secrets import SECRET_TYPES, find_secrets  # noqa: E402
 
 OUT = BENCH_DIR / "out" / "secrets"
 SEED = 20240611
-CORPUS_VERSION = 3  # bump when the corpus changes
+CORPUS_VERSION = 4  # bump when the corpus changes
 TARGET_BYTES = 60_000_000
 RECORD_BYTES = 8192
 PER_KIND = 40
 PLANTED = 1_000  # credentials planted in all
-MIN_PER_TYPE = 10
+MIN_PER_TYPE = 4
+PER_RULE = 60  # factory samples per type for the per-rule recall table
 # detect-secrets plugins whose job is the type (its entropy plugins may catch others too).
 DETECT_SECRETS_PLUGIN = {
     "aws_access_key_id": "AWS Access Key",
@@ -152,7 +155,7 @@ def build_corpus() -> tuple[list[str], list[dict]]:
     records = real_records()
     # about PLANTED credentials in all, however many types there are: the whole-corpus speed
     # stays comparable as types are added (each planted record goes through Python `re`)
-    per_type = max(MIN_PER_TYPE, PLANTED // len(SECRET_TYPES))
+    per_type = max(MIN_PER_TYPE, round(PLANTED / len(SECRET_TYPES)))
     jobs = [(kind, True) for kind in SECRET_TYPES for _ in range(per_type)]
     jobs += [(kind, False) for kind in sorted(HARD_NEGATIVE_BUILDERS) for _ in range(PER_KIND)]
     hosts = rng.sample(range(len(records)), len(jobs))
@@ -207,12 +210,14 @@ def thresher_outcome(findings: pl.DataFrame, plants: list[dict]) -> list[bool]:
     return outcome
 
 
-def run_detect_secrets(texts: list[str], plants: list[dict]) -> tuple[list[bool], float, Counter]:
+def run_detect_secrets(
+    texts: list[str], plants: list[dict], name: str = "planted.txt"
+) -> tuple[list[bool], float, Counter]:
     """Scan the texts as one file; a plant counts when a finding is on one of its lines."""
     from detect_secrets import SecretsCollection
     from detect_secrets.settings import default_settings
 
-    path = OUT / "planted.txt"
+    path = OUT / name
     path.write_text("\n".join(texts) + "\n")
     first_line, line = [], 1
     for text in texts:
@@ -235,6 +240,53 @@ def run_detect_secrets(texts: list[str], plants: list[dict]) -> tuple[list[bool]
         bottom = first_line[position] + text.count("\n", 0, plant["end"])
         outcome.append(any(hits.get(n) for n in range(top, bottom + 1)))
     return outcome, seconds, types
+
+
+def per_rule_recall() -> dict:
+    """gitleaks-style recall per rule on the factory's own output: PER_RULE samples of every
+    type in the factory's contexts (for a keyed format: dotenv, JSON also escaped, YAML,
+    multi-line XML, a flag, Java's and Python's environment setters), each on its own, for
+    Thresher (exact span and type) and detect-secrets (a finding on the sample's lines); and
+    each format's own negatives (placeholders, cut values, ids next to a provider's name)."""
+    samples = []
+    for kind in SECRET_TYPES:
+        rng = random.Random(f"{SEED}-{kind}")
+        samples += [secret_sample(kind, rng) for _ in range(PER_RULE)]
+    texts = [sample.text for sample in samples]
+    plants = [
+        {"record": i, "kind": s.kind, "secret": True, "start": s.start, "end": s.end}
+        for i, s in enumerate(samples)
+    ]
+    thresher = thresher_outcome(find_secrets(pl.Series(texts)), plants)
+    ds_hits, ds_seconds, _ = run_detect_secrets(texts, plants, name="factory.txt")
+    negatives = [
+        (token.type, text)
+        for token in TOKEN_FORMATS
+        for text in format_negatives(token, random.Random(f"{SEED}-{token.type}"))
+    ]
+    flagged = find_secrets(pl.Series([text for _, text in negatives]))
+    wrong = Counter(
+        negatives[row["index"]][0]
+        for row in flagged.iter_rows(named=True)
+        if row["type"] == negatives[row["index"]][0]
+    )
+    keyed = {token.type for token in TOKEN_FORMATS if token.keywords}
+    prefixed = {token.type for token in TOKEN_FORMATS if not token.keywords}
+    rules = {}
+    for kind in SECRET_TYPES:
+        mine = [i for i, s in enumerate(samples) if s.kind == kind]
+        rules[kind] = {
+            "found_by": "keyword" if kind in keyed else "prefix" if kind in prefixed else "rule",
+            "thresher": _rate([thresher[i] for i in mine]),
+            "detect_secrets": _rate([ds_hits[i] for i in mine]),
+        }
+    return {
+        "per_rule": rules,
+        "per_rule_samples": len(samples),
+        "per_rule_detect_secrets_seconds": ds_seconds,
+        "format_negatives": len(negatives),
+        "format_negatives_flagged": dict(wrong),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,6 +347,25 @@ def print_markdown(figures: dict) -> None:
     rate = figures["false_positive_rate"]
     print(f"| **all** | **{rate['thresher']:.3f}** | **{rate['detect_secrets']:.3f}** |")
     print(f"\nThresher findings outside the plants (real text): {figures['unplanted_findings']}")
+    rules = figures["per_rule"]
+    print(f"\nPer-rule recall, {figures['per_rule_samples']:,} factory samples:")
+    for found_by in ("prefix", "keyword", "rule"):
+        mine = [row for row in rules.values() if row["found_by"] == found_by]
+        print(
+            f"- found by {found_by}: {len(mine)} types, Thresher recall "
+            f"{sum(r['thresher'] for r in mine) / len(mine):.3f} (min "
+            f"{min(r['thresher'] for r in mine):.3f}), detect-secrets "
+            f"{sum(r['detect_secrets'] for r in mine) / len(mine):.3f}"
+        )
+    print(
+        f"- format negatives flagged: {sum(figures['format_negatives_flagged'].values())} of "
+        f"{figures['format_negatives']} {figures['format_negatives_flagged']}"
+    )
+    print("\n| type | found by | Thresher recall | detect-secrets recall |\n|---|---|---:|---:|")
+    for kind, row in rules.items():
+        print(
+            f"| {kind} | {row['found_by']} | {row['thresher']:.2f} | {row['detect_secrets']:.2f} |"
+        )
     print(f"detect-secrets findings by plugin: {figures['detect_secrets_types']}")  # noqa: T201
 
 
@@ -375,7 +446,7 @@ def main() -> None:
         "unplanted_findings": dict(Counter(unplanted["type"].to_list()).most_common()),
         "personal_data_findings": dict(Counter(personal["type"].to_list()).most_common()),
         "detect_secrets_types": dict(ds_types.most_common()),
-    } | summarize(planted, thresher_hits, ds_hits)  # fmt: skip
+    } | summarize(planted, thresher_hits, ds_hits) | per_rule_recall()  # fmt: skip
     (OUT / "figures.json").write_text(json.dumps(figures, indent=2))
     if args.json:
         print(json.dumps(figures, indent=2))

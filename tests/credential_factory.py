@@ -312,6 +312,22 @@ SECRET_BUILDERS |= {
 }
 
 
+def format_negatives(token: TokenFormat, rng: random.Random) -> list[str]:
+    """Each format's own negatives: every run replaced by `x` (a stand-in), the first run one
+    character short (a malformed or cut value), and for a keyed format a value after the
+    provider's name that is not a credential's (`datadog trace_id: …`)."""
+    placeholder = "".join(part if isinstance(part, str) else "x" * part[1] for part in token.parts)
+    first_run = next(i for i, part in enumerate(token.parts) if not isinstance(part, str))
+    short = "".join(
+        part if isinstance(part, str) else token.sample_run(part, rng, shorter=i == first_run)
+        for i, part in enumerate(token.parts)
+    )
+    if not token.keywords:
+        return [f"value {placeholder} end", f"value {short} end"]
+    name = token.keywords[0].upper().replace("-", "_") + "_API_KEY="
+    return [name + placeholder, name + short, f"{token.keywords[0]} trace_id: {token.sample(rng)}"]
+
+
 def secret_sample(kind: str, rng: random.Random) -> Sample:
     return _sample(kind, *SECRET_BUILDERS[kind](rng))
 

@@ -87,7 +87,7 @@ AWS_SECRET_MIN_ENTROPY = 4.0
 _PLACEHOLDER_WORDS = (
     "example", "changeme", "change_me", "change-me", "placeholder", "your", "xxxx", "redacted",
     "dummy", "sample", "****", "<", ">", "${", "{{", "here", "replace", "insert", "environ",
-    "getenv", "none", "null", "undefined", "#{", "%{", "&lt", "&gt",
+    "getenv", "none", "null", "undefined", "#{", "%{", "&lt", "&gt", "...", "…",
 )  # fmt: skip
 # Values people leave in docs and local set-ups (compared lowercased).
 _DEFAULT_PASSWORDS = frozenset((
@@ -493,8 +493,8 @@ _TOLD_NAMES = _TOLD_NAMES_EN + _TOLD_NAMES_OTHER
 _TOLD_FOR = r"(?:[ \t]+(?i:for|of|to|für|von|zu|para|de|del|pour|du)(?:[ \t]+[^\s]+){1,4}?)?"
 _TOLD_VERB = r"[ \t]+(?i:is|was|ist|lautet|war|es|era|est|était)[ \t]*:?"
 _TOLD_VALUE = (
-    r"""[ \t]*["'“”«»„]?[ \t]*"""
-    r"""(?P<v>[^\s"'“”«»]{5,}?[^\s"'“”«».,!?;:)])(?=[.,!?;:)"'“”«»]*(?:\s|$))"""
+    r"""[ \t]*["'`“”«»„]?[ \t]*"""
+    r"""(?P<v>[^\s"'`“”«»]{5,}?[^\s"'`“”«».,!?;:)])(?=[.,!?;:)"'`“”«»]*(?:\s|$))"""
 )
 _TOLD = (
     rf"(?:(?i:{'|'.join(map(re.escape, _TOLD_NAMES_EN))}){_TOLD_FOR}{_TOLD_VERB}"

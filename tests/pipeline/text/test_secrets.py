@@ -14,6 +14,7 @@ from credential_factory import (
     HEX,
     SECRET_BUILDERS,
     UPPER_ALNUM,
+    format_negatives,
     hard_negative_sample,
     secret_sample,
 )
@@ -576,25 +577,7 @@ def test_published_example_credentials_are_not_secrets_and_the_list_names_its_so
 
 @pytest.mark.parametrize("token", TOKEN_FORMATS, ids=lambda token: f"{token.type}-{token.parts[0]}")
 def test_each_format_refuses_its_own_placeholders_and_malformed_values(token):
-    """Each rule's negatives, made from its format: every run replaced by `x` (a stand-in), and
-    the first run one character short (a malformed or cut value)."""
-    rng = random.Random(token.type)
-    placeholder = "".join(part if isinstance(part, str) else "x" * part[1] for part in token.parts)
-    first_run = next(i for i, part in enumerate(token.parts) if not isinstance(part, str))
-    short = "".join(
-        part if isinstance(part, str)
-        else token.sample_run(part, rng, shorter=(i == first_run))
-        for i, part in enumerate(token.parts)
-    )  # fmt: skip
-    if token.keywords:
-        name = token.keywords[0].upper().replace("-", "_") + "_API_KEY="
-        texts = [
-            name + placeholder,
-            name + short,
-            f"{token.keywords[0]} trace_id: {token.sample(rng)}",
-        ]
-    else:
-        texts = [f"value {placeholder} end", f"value {short} end"]
+    texts = format_negatives(token, random.Random(token.type))
     assert [f for f in _findings(texts) if f["type"] == token.type] == []
 
 
