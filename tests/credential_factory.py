@@ -62,6 +62,18 @@ def _checksummed(prefix: str, rng: random.Random) -> str:
     return prefix + body + base62_crc32(body)
 
 
+def _pypi_token(rng: random.Random) -> str:
+    """A version-2 macaroon as PyPI issues them: location, identifier, a caveat, signature."""
+    identifier = rng.randbytes(rng.randint(16, 40))
+    caveat = b'{"version": 1, "permissions": "user"}'
+    data = (
+        b"\x02\x01\x08pypi.org\x02" + bytes([len(identifier)]) + identifier + b"\x00"
+        + b"\x02" + bytes([len(caveat)]) + caveat + b"\x00"
+        + b"\x00\x06\x20" + rng.randbytes(32)
+    )  # fmt: skip
+    return "pypi-" + _b64url(data)
+
+
 def _jwt(rng: random.Random) -> str:
     header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
     claims = {"sub": str(rng.randrange(10**9)), "name": _chars(rng, 8), "iat": 1516239022}
@@ -175,7 +187,7 @@ SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
         "",
     ),
     "npm_token": lambda r: ("//registry.npmjs.org/:_authToken=", _checksummed("npm_", r), "\n"),
-    "pypi_token": lambda r: ("password = ", "pypi-AgEIcHlwaS5vcmc" + _chars(r, 70, URLSAFE), "\n"),
+    "pypi_token": lambda r: ("password = ", _pypi_token(r), "\n"),
     "azure_storage_key": lambda r: (
         "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=",
         _chars(r, 86, B64) + "==",

@@ -253,6 +253,14 @@ def _discord_user_id(match: re.Match[str]) -> bool:
     return user_id is not None and user_id.isdigit() and 17 <= len(user_id) <= 20
 
 
+def _pypi_macaroon(match: re.Match[str]) -> bool:
+    """A PyPI token is a version-2 macaroon in base64 (its location, `pypi.org`, is the fixed
+    prefix): it ends with the signature field, type 6 and 32 bytes, after the end of the last
+    section (https://github.com/rescrv/libmacaroons/blob/master/doc/format.txt)."""
+    data = _b64decode(match.group()[len("pypi-") :])
+    return data is not None and data[0] == 2 and data[-35:-32] == b"\x00\x06\x20"
+
+
 def _pem_body(match: re.Match[str]) -> bool:
     """Enough base64 between the labels to be a key, not a label quoted in code or docs."""
     body = match.group().split("-----")[2].replace("\\n", "")
@@ -545,7 +553,8 @@ RULES: tuple[Rule, ...] = (
     Rule("mailchimp_api_key", _B + r"[0-9a-f]{32}-us[0-9]{1,2}" + _E, _random_token),
     Rule("npm_token", _B + r"npm_[A-Za-z0-9]{36}" + _E, _checksummed),
     Rule("pypi_token",
-         _B + r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{50,}" + _E),
+         _B + r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{50,}" + _E,
+         _pypi_macaroon),
     Rule("azure_storage_key",
          r"(?i:AccountKey)=(?P<v>[A-Za-z0-9+/]{86}==)(?![A-Za-z0-9+/=])", _random_token),
     Rule("databricks_token", _B + r"dapi[0-9a-f]{32}(?:-[0-9]{1,2})?" + _E),

@@ -443,7 +443,7 @@ def test_aws_secret_keys_in_every_context_of_the_factory_are_found_whole():
     assert found == {(i, "aws_secret_access_key", s.start, s.end) for i, s in enumerate(samples)}
 
 
-def test_placeholders_and_tokens_whose_checksum_fails_are_not_secrets():
+def test_placeholders_and_tokens_whose_checksum_or_structure_fails_are_not_secrets():
     rng = random.Random(25)
     real = secret_sample("github_token", rng).value  # its checksum holds
     wrong = real[:-1] + ("A" if real[-1] != "A" else "B")
@@ -457,6 +457,7 @@ def test_placeholders_and_tokens_whose_checksum_fails_are_not_secrets():
         "npm_" + body + "000000",
         "SHOPIFY=shpat_" + "0" * 32,
         "slack xapp-1-AXXXXXXXXX-0000000000000-" + "x" * 64,
+        "twine upload with pypi-AgEIcHlwaS5vcmc" + body * 2,  # the prefix, then no macaroon
     ]
     found = find_secrets(pl.Series(texts))
     assert found["index"].to_list() == [0]
