@@ -37,6 +37,7 @@ from pipeline.publish.reader import WITHDRAWN_MARKER, PublishedVersion, read_ver
 from pipeline.publish.version import StagedVersion
 
 CATALOG_FILE = "catalog.db"
+LATEST_POINTER = "latest"  # beside a dataset's versions: names its newest published one
 CATALOG_URL_ENV = "THRESHER_CATALOG_URL"
 MIGRATIONS = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK = threading.Lock()
@@ -272,6 +273,7 @@ class Catalog:
                 shutil.rmtree(staged.path)
                 return existing, False
             self._make_permanent(staged, sources, location)
+            self.point_latest(staged.manifest["name"])
         return self.version(staged.dataset_hash), True
 
     def _make_permanent(
@@ -291,6 +293,30 @@ class Catalog:
             raise
         if not renamed:
             shutil.rmtree(staged.path)
+
+    def point_latest(self, name: str) -> None:
+        """`latest` beside a dataset's newest published version names it, so that
+        `datasets/<name>/latest/data/train/*.parquet` opens it without its hash: on a local
+        folder a relative symlink, replaced atomically; on object storage a file holding the
+        hash, written after the version. Pointers left elsewhere (an older `publish.location`)
+        and the pointer of a dataset with no version published any more are removed."""
+        latest = self.latest(name)
+        target = self.version_path(latest) if latest else None
+        folders = {self.version_path(v).parent for v in self.versions(name)}
+        folders.add(self.workdir / "datasets" / name)
+        for folder in folders:
+            pointer = folder / LATEST_POINTER
+            if target is not None and folder == target.parent:
+                _write_pointer(pointer, latest.dataset_hash)
+            else:
+                _remove_pointer(pointer)
+
+    def point_every_latest(self) -> None:
+        """The `latest` pointer of every dataset (work folders made before pointers existed
+        get theirs on their next run)."""
+        for name in sorted({version.name for version in self.versions()}):
+            with self._exclusive(f"datasets/{name}/.commit"):
+                self.point_latest(name)
 
     @staticmethod
     def stored_path(name: str, dataset_hash: str, location: str | None) -> str:
@@ -374,6 +400,8 @@ class Catalog:
                 .where(tables.versions.c.dataset_hash == version.dataset_hash)
                 .values(status="withdrawn", status_reason=reason, withdrawn_at=withdrawn_at)
             )
+        with self._exclusive(f"datasets/{version.name}/.commit"):
+            self.point_latest(version.name)
         return self.version(version.dataset_hash)
 
     def purge(self, dataset_hash: str) -> VersionRecord:
@@ -518,3 +546,28 @@ def open_version(
             "(`thresher catalog list`)"
         )
     return read_version(catalog.version_path(version), verify=verify)
+
+
+def _write_pointer(pointer: Location, dataset_hash: str) -> None:
+    if not storage.is_local(pointer):
+        pointer.write_text(dataset_hash + "\n")
+        return
+    if pointer.is_symlink() and os.readlink(pointer) == dataset_hash:
+        return
+    if pointer.exists() and not pointer.is_symlink():
+        raise DataError(
+            f"{pointer} is not the `latest` link Thresher keeps; move it away so that the link "
+            "to the newest version can be made"
+        )
+    temporary = pointer.with_name(f".{LATEST_POINTER}-{os.getpid()}-{threading.get_ident()}")
+    temporary.unlink(missing_ok=True)
+    temporary.symlink_to(dataset_hash, target_is_directory=True)
+    os.replace(temporary, pointer)
+
+
+def _remove_pointer(pointer: Location) -> None:
+    if storage.is_local(pointer):
+        if pointer.is_symlink():
+            pointer.unlink(missing_ok=True)
+    elif pointer.exists():
+        pointer.fs.rm(pointer.path)

@@ -8,6 +8,7 @@ languages, never for offsets or leading characters, so no secret can reach a car
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +86,37 @@ def card_facts(catalog: Catalog, version: VersionRecord) -> dict[str, Any]:
 
 
 def write_cards(catalog: Catalog, version: VersionRecord, out_dir: Path) -> dict[str, Path]:
-    """Write croissant.json and datasheet.md for a version into `out_dir`; return their paths."""
+    """Write croissant.json and datasheet.md for a version into `out_dir`; return their paths.
+
+    The Croissant card names its shards by paths relative to itself (`data/train/…`), which
+    Croissant readers resolve under the card's folder: so that the card reads its records
+    wherever it is written (the report folder, a folder of `thresher card --out`), `out_dir`
+    gets a `data/` tree of relative links to the version's shards where the version is on a
+    local disk. A version on object storage has no local shards to link: its card is read
+    from a copy beside the shards (`thresher card HASH --out <the version's URL>`)."""
     facts = card_facts(catalog, version)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"croissant": out_dir / CROISSANT_FILE, "datasheet": out_dir / DATASHEET_FILE}
     paths["croissant"].write_text(json.dumps(croissant(facts), indent=2, ensure_ascii=False) + "\n")
     paths["datasheet"].write_text(datasheet(facts))
+    folder = catalog.version_path(version)
+    if storage.is_local(folder):
+        _link_shards(folder, [shard["path"] for shard in facts["shards"]], out_dir)
     return paths
+
+
+def _link_shards(version_folder: Path, shards: list[str], out_dir: Path) -> None:
+    """`out_dir/<shard path>` as a relative link to each shard that exists (none of a purged
+    version); nothing where `out_dir` is the version's own folder."""
+    if out_dir.resolve() == version_folder.resolve():
+        return
+    for shard in shards:
+        target, link = version_folder / shard, out_dir / shard
+        if not target.is_file():
+            continue
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(os.path.relpath(target.resolve(), link.parent.resolve()))
 
 
 def _declared_order(catalog: Catalog, manifest: dict[str, Any]) -> list[dict[str, Any]]:

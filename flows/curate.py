@@ -192,6 +192,7 @@ def _alive(owner: dict[str, Any]) -> bool:
 def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = None) -> RunPlan:
     sweep_interrupted_runs(cfg, catalog)
     repair_missing_reports(catalog)  # of versions whose run was killed after their commit
+    catalog.point_every_latest()  # also gives work folders made before pointers their own
     protected = eval_sets.load(catalog, cfg.contamination.protected)  # files verified
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
     run_dir = Path(cfg.workdir) / "runs" / run_id

@@ -132,3 +132,62 @@ def _open_catalog(workdir: str) -> int:
 def test_processes_opening_a_new_catalog_at_once(tmp_path):
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         assert pool.map(_open_catalog, [str(tmp_path / "work")] * 8) == [0] * 8
+
+
+def test_latest_points_at_the_newest_published_version_and_follows_withdrawals(
+    tmp_path, sms_spam
+):
+    import os
+
+    import polars as pl
+
+    catalog = Catalog.open(tmp_path / "work")
+    pointer = tmp_path / "work" / "datasets" / "sms" / "latest"
+    first_staged, cfg = stage(tmp_path, sms_spam, stop=100)
+    first, _ = catalog.commit(first_staged, cfg.source_list)
+    assert pointer.is_symlink() and os.readlink(pointer) == first.dataset_hash
+    second_staged, cfg = stage(tmp_path, sms_spam, stop=150, run_id="run-2")
+    second, _ = catalog.commit(second_staged, cfg.source_list)
+    assert os.readlink(pointer) == second.dataset_hash
+    # what a polars, DuckDB or `datasets` user opens: the newest version's shards
+    through_pointer = pl.read_parquet(pointer / "data" / "*" / "*.parquet")
+    assert through_pointer.height == 150
+    assert sorted(through_pointer["record_id"]) == sorted(
+        open_version(tmp_path / "work", "sms").membership().collect()["record_id"]
+    )
+
+    catalog.withdraw(second.dataset_hash, "a deletion request")
+    assert os.readlink(pointer) == first.dataset_hash
+    catalog.withdraw(first.dataset_hash, "a deletion request")
+    assert not pointer.exists() and not pointer.is_symlink()
+
+
+def test_a_work_folder_without_its_pointer_gets_one_and_a_stranger_file_is_not_replaced(
+    tmp_path, sms_spam
+):
+    import os
+
+    catalog = Catalog.open(tmp_path / "work")
+    staged, cfg = stage(tmp_path, sms_spam, stop=100)
+    version, _ = catalog.commit(staged, cfg.source_list)
+    pointer = tmp_path / "work" / "datasets" / "sms" / "latest"
+    pointer.unlink()  # a work folder made before pointers existed
+    catalog.point_every_latest()
+    assert os.readlink(pointer) == version.dataset_hash
+    pointer.unlink()
+    pointer.mkdir()  # someone's own folder of that name
+    with pytest.raises(DataError, match="move it away"):
+        catalog.point_latest("sms")
+    assert pointer.is_dir() and not pointer.is_symlink()
+
+
+def test_on_object_storage_latest_is_a_file_holding_the_hash(tmp_path, sms_spam):
+    from upath import UPath
+
+    catalog = Catalog.open(tmp_path / "work")
+    staged, cfg = stage(tmp_path, sms_spam, stop=100)
+    location = f"memory://latest-test-{tmp_path.name}"
+    version, _ = catalog.commit(staged, cfg.source_list, location)
+    assert (UPath(location) / "sms" / "latest").read_text() == version.dataset_hash + "\n"
+    catalog.withdraw(version.dataset_hash, "wrong data")
+    assert not (UPath(location) / "sms" / "latest").exists()

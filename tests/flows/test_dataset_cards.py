@@ -18,9 +18,9 @@ from helpers import SMS_SOURCE, sms_rows, write_jsonl, write_project
 from typer.testing import CliRunner
 
 from data_catalog.catalog import Catalog
-from data_catalog.dataset_cards import write_cards
 from flows.card_cli import card
 from flows.cli import app
+from flows.report import report_folder
 from pipeline.config import SPLITS
 from pipeline.core import reasons
 from pipeline.text.secrets import SECRET_TYPES
@@ -78,10 +78,11 @@ def published(tmp_path_factory, sms_spam, prefect_server):
 
 @pytest.fixture(scope="module")
 def cards(published):
-    """(Croissant card, datasheet, their paths), written beside the shards so that mlcroissant
-    can read the records the card describes."""
+    """(Croissant card, datasheet, their paths) as the run wrote them into the report folder,
+    away from the shards."""
     catalog, version, _ = published
-    paths = write_cards(catalog, version, catalog.version_path(version))
+    folder = report_folder(catalog.workdir, version.name, version.dataset_hash)
+    paths = {"croissant": folder / "croissant.json", "datasheet": folder / "datasheet.md"}
     return json.loads(paths["croissant"].read_text()), paths["datasheet"].read_text(), paths
 
 
