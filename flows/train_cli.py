@@ -56,6 +56,7 @@ def summarize(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "best_step": metrics["best_step"],
         "stopped_early": metrics["stopped_early"],
         "test": {k: v for k, v in (metrics["test"] or {}).items() if not isinstance(v, dict)},
+        "records": record["dataset"]["records"],
         "run_dir": str(run_dir),
         "manifest": str(run_dir / "run_manifest.json"),
         "model": str(run_dir / record["model"]["path"]),
@@ -72,6 +73,22 @@ def print_summary(summary: dict[str, Any], out: Console) -> None:
         highlight=False,
     )
     out.print(f"test: {test or 'no test split'}", highlight=False)
+    out.print(f"records: {records_used(summary['records'])}", highlight=False)
     for label in ("model", "manifest", "curves", "report"):
         if summary.get(label):
             out.print(f"  {label:<9}{summary[label]}", highlight=False)
+
+
+def records_used(records: dict[str, Any]) -> str:
+    """`train 32 (104 skipped: no label 104), validation 8, test 9`."""
+    parts = []
+    for split in ("train", "validation", "test"):
+        if split not in records:
+            continue
+        skipped = {r: n for r, n in records.get("skipped_by", {}).get(split, {}).items() if n}
+        why = ", ".join(f"{reason} {n}" for reason, n in skipped.items())
+        parts.append(
+            f"{split} {records[split]}"
+            + (f" ({sum(skipped.values())} skipped: {why})" if why else "")
+        )
+    return ", ".join(parts)

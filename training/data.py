@@ -49,7 +49,7 @@ class SplitStream:
         self,
         version: PublishedVersion,
         split: str,
-        eligible: pl.Expr | None,
+        conditions: list[tuple[str, pl.Expr]],
         features: tuple[str, ...] = (),
     ):
         self.split = split
@@ -58,17 +58,19 @@ class SplitStream:
             version.path / s["path"] for s in version.manifest["shards"] if s["split"] == split
         ]
         self.row_groups: list[RowGroup] = []
-        self.skipped = 0  # rows of the split that are not eligible (other sources, no label)
+        # rows of the split that are not eligible, by the first condition (reason) they fail
+        self.skipped_by: dict[str, int] = {reason: 0 for reason, _ in conditions}
         labels: set[str] = set()
         for path in files:
             parquet = storage.parquet_file(path)
             metadata = parquet.metadata
             keep = pl.from_arrow(parquet.read(columns=["source", "label"])).with_row_index("row")
-            if eligible is not None:
-                keep = keep.filter(eligible)
+            for reason, condition in conditions:
+                before = keep.height
+                keep = keep.filter(condition)
+                self.skipped_by[reason] += before - keep.height
             kept = keep["row"].to_numpy().astype(np.int64)
             labels.update(label for label in keep["label"].unique().to_list() if label is not None)
-            self.skipped += metadata.num_rows - len(kept)
             start = 0
             for index in range(metadata.num_row_groups):
                 end = start + metadata.row_group(index).num_rows
@@ -84,6 +86,15 @@ class SplitStream:
 
     def __len__(self) -> int:
         return int(self._starts[-1])
+
+    @property
+    def skipped(self) -> int:
+        return sum(self.skipped_by.values())
+
+    def described(self) -> str:
+        """`32 records (104 skipped: no label 104)`."""
+        reasons = ", ".join(f"{reason} {n}" for reason, n in self.skipped_by.items() if n)
+        return f"{len(self)} records" + (f" ({self.skipped} skipped: {reasons})" if reasons else "")
 
     def order(self, seed: int, epoch: int, window: int) -> np.ndarray:
         """Global positions in this epoch's order: row groups shuffled, then rows per window."""
@@ -188,15 +199,14 @@ class TrainingData:
     def __init__(self, version: PublishedVersion, cfg: TrainConfig):
         self.version = version
         self.cfg = cfg
-        eligible = None
+        conditions: list[tuple[str, pl.Expr]] = []
         if cfg.sources:
-            eligible = pl.col("source").is_in(cfg.sources)
+            conditions.append(("not in train.sources", pl.col("source").is_in(cfg.sources)))
         if cfg.objective == "classification":
-            labelled = pl.col("label").is_not_null()
-            eligible = labelled if eligible is None else eligible & labelled
-        self._eligible = eligible
+            conditions.append(("no label", pl.col("label").is_not_null()))
+        self._conditions = conditions
         self._features = tuple(cfg.features)
-        self.train = SplitStream(version, "train", eligible, self._features)
+        self.train = SplitStream(version, "train", conditions, self._features)
         if not len(self.train):
             wanted = f" of sources {', '.join(cfg.sources)}" if cfg.sources else ""
             labels = " with a label" if cfg.objective == "classification" else ""
@@ -206,16 +216,16 @@ class TrainingData:
             )
         self.labels = self.train.labels
         if cfg.objective == "classification":  # a label the model never saw cannot be scored
-            eligible = eligible & pl.col("label").is_in(self.labels)
-            self._eligible = eligible
-        self.validation = SplitStream(version, "validation", eligible, self._features)
+            unseen = ("a label train does not have", pl.col("label").is_in(self.labels))
+            self._conditions = [*conditions, unseen]
+        self.validation = SplitStream(version, "validation", self._conditions, self._features)
         self._test_read = False
 
     def final_test(self) -> SplitStream:
         if self._test_read:
             raise DataError("the test split is read once, for the final evaluation only")
         self._test_read = True
-        return SplitStream(self.version, "test", self._eligible, self._features)
+        return SplitStream(self.version, "test", self._conditions, self._features)
 
     @property
     def test_was_read(self) -> bool:

@@ -195,7 +195,8 @@ class Trainer:
         else:
             self._say(
                 f"training {self.total_steps} steps ({self.steps_per_epoch} per epoch) on "
-                f"{len(self.data.train)} records; effective batch {self.effective_batch} = "
+                f"train {self.data.train.described()}, validation "
+                f"{self.data.validation.described()}; effective batch {self.effective_batch} = "
                 f"{self.cfg.batch_size} per device × {self.cfg.grad_accumulation} accumulation × "
                 f"{self.world.size} processes; precision {self.precision}"
             )
@@ -427,6 +428,15 @@ class Trainer:
             f"resumed at step {self.progress.step} (epoch {self.progress.epoch}, "
             f"micro-batch {self.progress.position} of the epoch)"
         )
+
+    def lr_schedule(self) -> list[tuple[int, float]]:
+        """(optimizer step, the learning rate it uses) for every step of the run: step k
+        (1-based, as the history counts) uses the multiplier of k - 1."""
+        return [
+            (step, self.cfg.lr * lr_multiplier(step - 1, self.warmup_steps, self.total_steps,
+                                               self.cfg.min_lr_ratio))
+            for step in range(1, self.total_steps + 1)
+        ]  # fmt: skip
 
     def _say(self, message: str) -> None:
         if self.world.is_main:

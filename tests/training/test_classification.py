@@ -61,6 +61,7 @@ def test_the_manifest_names_the_model_tokenizer_and_labels(classified):
     # only the SMS records are eligible: the changelogs of the train split are skipped
     records = manifest["dataset"]["records"]
     assert records["train"] >= 3000 and records["train_skipped"] > 0
+    assert sum(records["skipped_by"]["train"].values()) == records["train_skipped"]
     assert manifest["packages"]["packages"] > 10
     assert (run_dir / "packages.txt").exists()
     curves = run_dir / "loss_curves.png"

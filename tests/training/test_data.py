@@ -60,7 +60,7 @@ def labelled(count, source="a", labels=("0", "1")):
 def stream(tmp_path) -> SplitStream:
     """73 train rows in two shards: 40 rows (6 row groups) and 33 rows (5 row groups)."""
     version = synthetic_version(tmp_path, {"train": [labelled(40), labelled(33)]})
-    found = SplitStream(version, "train", None)
+    found = SplitStream(version, "train", [])
     assert len(found) == 73 and len(found.row_groups) == 11
     return found
 
@@ -129,6 +129,14 @@ def test_sources_filter_and_unlabelled_records_are_skipped_and_counted(tmp_path)
     assert data.labels == ["0", "1"]
     # a label train never had ("2") cannot be scored: skipped like the other source and nulls
     assert (len(data.validation), data.validation.skipped) == (6, 10)
+    # why, by the first condition a row fails (the train sources, then the label)
+    assert data.train.skipped_by == {"not in train.sources": 10, "no label": 4}
+    assert data.validation.skipped_by == {
+        "not in train.sources": 5,
+        "no label": 2,
+        "a label train does not have": 3,
+    }
+    assert data.train.described() == "20 records (14 skipped: not in train.sources 10, no label 4)"
     texts = [example.text for example in data.train.examples(np.arange(len(data.train)))]
     assert texts == [f"train/0/{row}" for row in range(20)]
 
