@@ -100,6 +100,21 @@ def requests_frame(catalog: Catalog) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
+def request_match(kind: str, value: str) -> pl.Expr:
+    """The published records a request names."""
+    if kind == "content_hash":
+        return (pl.col("source_content_hash") == value) | (pl.col("content_hash") == value)
+    if kind == "group":  # published as is, or with its personal data pseudonymized
+        return pl.col("group").is_in([value, pseudonymized_group(value)])
+    return pl.col(DELETION_KINDS[kind]) == value
+
+
+def any_request_match(catalog: Catalog) -> pl.Expr | None:
+    """The published records any request names (None: no request)."""
+    matches = [request_match(row["kind"], row["value"]) for row in requests(catalog)]
+    return pl.any_horizontal(matches) if matches else None
+
+
 def affected(catalog: Catalog, request_id: int) -> list[Affected]:
     """Every cataloged version (published or withdrawn) that contained a matching record, with
     the training runs on it."""
@@ -119,13 +134,7 @@ def _matches(catalog: Catalog, version: VersionRecord, kind: str, value: str) ->
     shards = sorted((folder / "data").glob("*/*.parquet"), key=str)
     if shards:
         frame = storage.scan_parquet(shards)
-        if kind == "content_hash":
-            match = (pl.col("source_content_hash") == value) | (pl.col("content_hash") == value)
-        elif kind == "group":  # published as is, or with its personal data pseudonymized
-            match = pl.col("group").is_in([value, pseudonymized_group(value)])
-        else:
-            match = pl.col(DELETION_KINDS[kind]) == value
-        return frame.filter(match).select(pl.len()).collect().item()
+        return frame.filter(request_match(kind, value)).select(pl.len()).collect().item()
     ledger = folder / "ledger.parquet"
     if kind in ("source", "record_id") and ledger.exists():
         published = storage.scan_parquet([ledger]).filter(pl.col("action") == "published")

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from data_catalog import training_runs
+from data_catalog import deletions, training_runs
 from data_catalog.catalog import Catalog, VersionRecord
 from pipeline.config import PolicyConfig
 from pipeline.core import storage
@@ -130,7 +130,7 @@ def version_report(
     ledger = storage.scan_parquet([published.path / "ledger.parquet"])
     records = pl.concat(list(published.splits.values())) if published.splits else None
     splits = audit.split_figures(published.splits)
-    tokenizer, tokens = _token_counts(published, version.dataset_hash, previous)
+    tokenizer, tokens, text = _text_profile(published, version.dataset_hash, previous)
     for name, figures in splits.items():
         figures["tokens"] = tokens.get(name, 0)
     return {
@@ -140,11 +140,18 @@ def version_report(
         "dataset_hash": version.dataset_hash,
         "run_id": version.run_id,
         "error": None,
-        "dedup": audit.dedup_clusters(ledger, records) if records is not None else None,
+        "dedup": audit.dedup_clusters(
+            ledger, records, withheld=deletions.any_request_match(catalog)
+        )
+        if records is not None
+        else None,
         "splits": splits,
         "split": manifest["split"],
         "tokenizer": tokenizer,
+        "text": text,
         "contamination": audit.contamination(ledger, manifest["protected_eval_sets"]),
+        "contamination_hits": audit.contamination_hits(ledger),
+        "quality": _run_quality(catalog.workdir / "runs" / version.run_id),
         "data_quality": {  # versions published before these facts existed hold none
             "label_conflicts": manifest.get("label_conflicts", {}),
             "fields": manifest.get("fields", {}),
@@ -258,28 +265,81 @@ def _common(
         "reasons": audit.by_reason(ledger),
         "blocked": audit.blocked_types(ledger),
         "sources": audit.source_table(ledger, declared),
+        "drops_by_source": audit.drops_by_source(ledger),
     }
 
 
-def _token_counts(
+def _text_profile(
     published, dataset_hash: str, previous: dict[str, Any] | None
-) -> tuple[dict[str, str], dict[str, int]]:
+) -> tuple[dict[str, str], dict[str, int], dict[str, Any]]:
     """Tokens per split with the training tokenizer (MiniLM's WordPiece; a BPE tokenizer is
-    trained per run, so versions are counted in WordPiece tokens). A version's texts never
-    change, so counts from an earlier report of it are reused."""
-    if previous and previous.get("dataset_hash") == dataset_hash and previous.get("tokenizer"):
-        return previous["tokenizer"], {n: s["tokens"] for n, s in previous["splits"].items()}
+    trained per run, so versions are counted in WordPiece tokens), and histograms of the
+    records' lengths in characters and tokens per split and per source (bins of
+    audit.LENGTH_EDGES). A version's texts never change, so an earlier report's figures
+    are reused."""
+    if (
+        previous
+        and previous.get("dataset_hash") == dataset_hash
+        and previous.get("tokenizer")
+        and previous.get("text")
+    ):
+        tokens = {n: s["tokens"] for n, s in previous["splits"].items()}
+        return previous["tokenizer"], tokens, previous["text"]
     from training.tokenization import minilm_word_pieces
 
     tokenizer, digest = minilm_word_pieces()
     counts = dict.fromkeys(published.split_names, 0)
+    lengths: list[pl.DataFrame] = []
     for shard in published.manifest["shards"]:  # one shard's texts in memory at a time
-        texts = storage.scan_parquet([published.path / shard["path"]]).select("text").collect()
-        for batch in texts.iter_slices(4096):
+        texts = storage.scan_parquet([published.path / shard["path"]]).select("text", "source")
+        for batch in texts.collect().iter_slices(4096):
             encoded = tokenizer.encode_batch(batch["text"].to_list(), add_special_tokens=False)
-            counts[shard["split"]] += sum(len(tokens.ids) for tokens in encoded)
+            tokens = pl.Series("tokens", [len(t.ids) for t in encoded], dtype=pl.Int64)
+            counts[shard["split"]] += int(tokens.sum())
+            lengths.append(
+                batch.select(
+                    pl.lit(shard["split"]).alias("split"),
+                    "source",
+                    pl.col("text").str.len_chars().cast(pl.Int64).alias("chars"),
+                ).with_columns(tokens)
+            )
+    frame = (
+        pl.concat(lengths)
+        if lengths
+        else pl.DataFrame(
+            schema={"split": pl.String, "source": pl.String, "chars": pl.Int64, "tokens": pl.Int64}
+        )
+    )
+    text = {
+        "edges": audit.LENGTH_EDGES,
+        **{
+            f"by_{key}": {
+                str(group): {
+                    measure: audit.length_histogram(part[measure])
+                    for measure in ("chars", "tokens")
+                }
+                for (group,), part in frame.group_by(key, maintain_order=True)
+            }
+            for key in ("split", "source")
+        },
+    }
     name = "minilm (the WordPiece tokenizer of all-MiniLM-L6-v2)"
-    return {"name": name, "digest": digest}, counts
+    return {"name": name, "digest": digest}, counts, text
+
+
+def _run_quality(run_dir: Path) -> dict[str, Any] | None:
+    """Languages and quality drops as the run's summary counted them (all sources together:
+    records carry no language column yet)."""
+    summary = run_dir / "summary.json"
+    if not summary.exists():
+        return None
+    quality = json.loads(summary.read_text()).get("quality") or {}
+    languages = sorted((quality.get("languages") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    return {
+        "languages": dict(languages),
+        "dropped_by_source_and_reason": quality.get("dropped_by_source_and_reason", {}),
+        "lines_removed": quality.get("lines_removed", 0),
+    }
 
 
 def _gates(path) -> list[dict[str, Any]]:

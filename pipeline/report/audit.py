@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from pipeline.config import SPLITS
@@ -114,11 +115,18 @@ _DEDUP_EVIDENCE = pl.Struct(
 )  # fmt: skip
 
 
+WITHHELD = "(withheld: a deletion request names this record)"
+
+
 def dedup_clusters(
-    ledger: pl.LazyFrame, published: pl.LazyFrame, examples: int = 3
+    ledger: pl.LazyFrame,
+    published: pl.LazyFrame,
+    examples: int = 3,
+    withheld: pl.Expr | None = None,
 ) -> dict[str, Any]:
     """Duplicate clusters: every record (published or dropped as a duplicate) with a cluster
-    id shared by another; their sizes, drops per method and a few examples."""
+    id shared by another; their sizes, drops per method and a few examples (secrets masked;
+    the text of a record that `withheld` matches, one under a deletion request, not shown)."""
     # millions of drops at scale: the evidence is decoded as it is read, never held, and the
     # ids are categorical (each id's string held once, 4 bytes a row: 10M spine records' report
     # held 4 GB with strings)
@@ -152,7 +160,14 @@ def dedup_clusters(
     chosen = sizes.head(examples)["cluster_id"].to_list()
     texts = (
         published.filter(pl.col("cluster_id").is_in(chosen))
-        .select("record_id", "cluster_id", "text")
+        .select(
+            "record_id",
+            "cluster_id",
+            pl.when(withheld if withheld is not None else pl.lit(False))
+            .then(pl.lit(WITHHELD))
+            .otherwise(pl.col("text"))
+            .alias("text"),
+        )
         .collect()
     )
     shown = []
@@ -166,7 +181,7 @@ def dedup_clusters(
                 "cluster_id": cluster_id,
                 "size": int(sizes.filter(pl.col("cluster_id") == cluster_id)["size"][0]),
                 "published": [
-                    {"record_id": rid, "text": redacted_excerpt(text)}
+                    {"record_id": rid, "text": text if text == WITHHELD else redacted_excerpt(text)}
                     for rid, text in kept.select("record_id", "text").head(2).iter_rows()
                 ],
                 "dropped": duplicates.select("record_id", "duplicate_of", "method", "similarity")
@@ -359,3 +374,56 @@ def version_diff(parent: pl.LazyFrame | None, current: pl.LazyFrame) -> dict[str
             "moved": moved.sort("record_id")["record_id"].head(5).to_list(),
         },
     }
+
+
+def drops_by_source(ledger: pl.LazyFrame) -> dict[str, dict[str, int]]:
+    """Per source, its dropped and quarantined records by `reason (action)`."""
+    counted = (
+        ledger.filter(pl.col("terminal"), pl.col("action").is_in(["dropped", "quarantined"]))
+        .group_by("source", "reason", "action")
+        .len()
+        .sort("source", "len", "reason", descending=[False, True, False])
+        .collect()
+    )
+    found: dict[str, dict[str, int]] = {}
+    for source, reason, action, count in counted.iter_rows():
+        found.setdefault(source, {})[f"{reason} ({action})"] = count
+    return found
+
+
+_HIT_EVIDENCE = pl.Struct(
+    {
+        "eval_set": pl.String,
+        "item": pl.String,
+        "method": pl.String,
+        "score": pl.Float64,
+        "span": pl.String,
+    }
+)
+
+
+def contamination_hits(ledger: pl.LazyFrame, limit: int = 50) -> list[dict[str, Any]]:
+    """The training records that repeated an evaluation item: the set, the item's id, the
+    record's id, the method, the similarity and the matched span (secrets masked), at most
+    `limit`, by set then item."""
+    hits = (
+        ledger.filter(pl.col("stage") == "contamination", pl.col("terminal"))
+        .select("record_id", "action", pl.col("evidence").str.json_decode(_HIT_EVIDENCE).alias("e"))
+        .unnest("e")
+        .sort("eval_set", "item", "record_id")
+        .head(limit)
+        .collect()
+    )
+    return [
+        {**row, "span": redacted_excerpt(row["span"]) if row["span"] else None}
+        for row in hits.to_dicts()
+    ]
+
+
+LENGTH_EDGES = [0, *(2**power for power in range(21))]  # 0, 1, 2, 4, …, 1,048,576
+
+
+def length_histogram(lengths: pl.Series) -> list[int]:
+    """Counts per bin [edge, next edge) of LENGTH_EDGES (the last bin open-ended)."""
+    bins = np.searchsorted(LENGTH_EDGES, lengths.to_numpy(), side="right") - 1
+    return np.bincount(bins, minlength=len(LENGTH_EDGES)).tolist()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import io
-from datetime import date
 from typing import Any
 
 SPLIT_COLOURS = {"train": "tab:blue", "validation": "tab:orange", "test": "tab:green"}
@@ -63,52 +62,88 @@ def reasons_chart(reasons: dict[str, dict[str, int]]) -> str | None:
     colours = ["tab:red" if "(dropped)" in label else "tab:purple" for label, _ in rows]
     bars = axes.barh([label for label, _ in rows], [count for _, count in rows], color=colours)
     axes.bar_label(bars, labels=[f"{count:,}" for _, count in rows], padding=3, fontsize=8)
-    axes.set_xscale("log")
-    axes.set_xlim(right=max(count for _, count in rows) * 1.6)  # room for the longest's label
-    axes.set_xlabel("records (log scale)")
+    # linear: a log scale drew 4 records almost as long as 40; the printed count says it
+    axes.set_xlim(0, max(count for _, count in rows) * 1.15)  # room for the longest's label
+    axes.set_xlabel("records")
     axes.set_title("Dropped and quarantined, by reason")
     return _data_uri(figure)
 
 
 def cluster_size_chart(histogram: dict[str, int]) -> str | None:
+    """Clusters per size, linear, the count printed on each bar (one cluster of 89 records is
+    a bar of height 1 with `1` on it, not a zero-height bar on a log scale)."""
     if not histogram:
         return None
     counts = sorted((int(size), clusters) for size, clusters in histogram.items())  # JSON: str keys
-    figure, axes = _figure(2.6)
-    axes.bar(
+    figure, axes = _figure(2.8)
+    bars = axes.bar(
         [str(size) for size, _ in counts], [clusters for _, clusters in counts], color="tab:gray"
     )
-    axes.set_yscale("log")
+    axes.bar_label(bars, labels=[f"{n:,}" for _, n in counts], padding=2, fontsize=8)
+    axes.set_ylim(0, max(n for _, n in counts) * 1.18)
     axes.set_xlabel("records in the cluster")
-    axes.set_ylabel("clusters (log scale)")
+    axes.set_ylabel("clusters")
     axes.set_title("Duplicate cluster sizes")
     return _data_uri(figure)
 
 
-def split_timeline(splits: dict[str, dict[str, Any]]) -> str | None:
-    """Records per month in each split: where the time cutoffs fall, and any overlap."""
-    months = sorted({month for figures in splits.values() for month in figures.get("months", {})})
-    if not months:
+def length_chart(text: dict[str, Any], group_by: str, measure: str) -> str | None:
+    """Records per length bin (powers of two) for each split or source, as lines with a
+    marker per bin: `group_by` "split" or "source", `measure` "chars" or "tokens"."""
+    groups = (text or {}).get(f"by_{group_by}") or {}
+    if not groups:
         return None
-
-    def as_date(month: str) -> date:
-        year, number = month.split("-")
-        return date(int(year), int(number), 15)
-
+    edges = text["edges"]
+    used = [i for i in range(len(edges)) if any(g[measure][i] for g in groups.values())]
+    if not used:
+        return None
+    bins = list(range(used[0], used[-1] + 1))
+    labels = [f"{edges[i]:,}" if edges[i] < 1000 else f"{edges[i] // 1024:,}k" for i in bins]
     figure, axes = _figure(2.8)
-    for name, figures in splits.items():
-        counted = figures.get("months", {})
-        if counted:
-            points = sorted(counted.items())
-            axes.scatter(
-                [as_date(month) for month, _ in points],
-                [count for _, count in points],
-                s=10,
-                label=f"{name} ({figures['records']:,})",
-                color=SPLIT_COLOURS.get(name),
-            )
-    axes.set_yscale("log")
-    axes.set_ylabel("records per month")
-    axes.set_title("Split time ranges")
+    for name, histograms in groups.items():
+        counts = [histograms[measure][i] for i in bins]
+        axes.plot(
+            labels, counts, marker="o", markersize=3, label=f"{name} ({sum(counts):,})",
+            color=SPLIT_COLOURS.get(name),
+        )  # fmt: skip
+    axes.set_ylim(bottom=0)
+    axes.set_xlabel(f"{measure} per record, at least (bins double)")
+    axes.set_ylabel("records")
+    axes.set_title(f"Text length in {measure}, by {group_by}")
     axes.legend(fontsize=8)
+    axes.grid(alpha=0.3)
+    return _data_uri(figure)
+
+
+def split_timeline(splits: dict[str, dict[str, Any]]) -> str | None:
+    """Each split's time range as a bar from its first to its last record, labelled with its
+    records and groups: where the cutoffs fall, and any overlap, at a glance."""
+    ranged = [
+        (name, figures)
+        for name, figures in splits.items()
+        if figures.get("first") and figures.get("last")
+    ]
+    if not ranged:
+        return None
+    from datetime import datetime
+
+    import matplotlib.dates as mdates
+
+    figure, axes = _figure(0.55 * len(ranged) + 1.0, [name for name, _ in ranged])
+    for row, (name, figures) in enumerate(reversed(ranged)):
+        first = mdates.date2num(datetime.fromisoformat(figures["first"]))
+        last = mdates.date2num(datetime.fromisoformat(figures["last"]))
+        axes.barh(row, max(last - first, 1), left=first, height=0.5,
+                  color=SPLIT_COLOURS.get(name, "tab:gray"))  # fmt: skip
+        axes.annotate(
+            f"{figures['records']:,} records, {figures.get('groups', 0):,} groups · "
+            f"{figures['first'][:10]} to {figures['last'][:10]}",
+            (first, row + 0.3), fontsize=8, va="bottom",
+        )  # fmt: skip
+    axes.set_yticks(range(len(ranged)), [name for name, _ in reversed(ranged)])
+    axes.set_ylim(-0.5, len(ranged) - 0.1)
+    axes.xaxis_date()
+    axes.xaxis.set_major_formatter(mdates.DateFormatter("%Y"))
+    axes.set_title("Time range of each split (first to last record)")
+    axes.grid(axis="x", alpha=0.3)
     return _data_uri(figure)

@@ -72,7 +72,24 @@ def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(cura
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # nothing to fetch
     assert html.count('src="data:image/png;base64,') >= 3
     assert f"{counts['published']:,}" in html
-    assert "<h2>How the run went</h2>" in html and "key partitions" in html
+    assert '<h2 id="lineage">Lineage and timing</h2>' in html and "key partitions" in html
+    # all gates passed: one line, no table of a dozen "ok" rows
+    assert "All gates passed" in html and "expect_column_values_to_not_be_null" not in html
+    assert '<a href="data_docs/index.html">' in html
+    # what the text looks like: every published record in one bin of each histogram
+    text = report["text"]
+    for name, figures in report["splits"].items():
+        if figures["records"]:
+            histograms = text["by_split"][name]
+            assert sum(histograms["chars"]) == sum(histograms["tokens"]) == figures["records"]
+    published_by_source = {s["name"]: s["published"] for s in report["sources"]}
+    assert {source: sum(h["chars"]) for source, h in text["by_source"].items()} == {
+        source: n for source, n in published_by_source.items() if n
+    }
+    # why each source lost records, summing to its drops and quarantines
+    for source in report["sources"]:
+        reasons = report["drops_by_source"].get(source["name"], {})
+        assert sum(reasons.values()) == source["dropped"] + source["quarantined"]
     assert (folder / "data_docs" / "index.html").exists()
     assert (folder / "croissant.json").exists() and (folder / "datasheet.md").exists()
     assert (
@@ -168,3 +185,37 @@ def test_a_failed_published_gate_publishes_nothing_and_reports_the_staged_record
     last = report["funnel"][-1]  # the staged records got as far as contamination
     assert (last["stage"], last["records"]) == ("contamination", outcomes["unfinished"])
     assert [gate["success"] for gate in report["gates"]] == [True, True, False]
+
+
+def test_the_report_renders_in_headless_chromium_with_every_section(curated_sms, tmp_path):
+    """The page a reviewer opens: rendered by Chromium (no network), every section there in
+    the order of the questions it answers, and a screenshot that is not blank."""
+    import shutil
+    import subprocess
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("needs Debian's chromium (`make test-services` installs it)")
+    _, summary = curated_sms
+    page = Path(summary["paths"]["report"]).as_uri()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000"]
+    dom = subprocess.run(
+        [chromium, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120
+    ).stdout
+    sections = re.findall(r'<h2 id="([a-z]+)">', dom)
+    assert sections == [
+        "version", "records", "text", "duplicates", "splits", "labels", "contamination",
+        "governance", "gates", "lineage",
+    ]  # fmt: skip
+    screenshot = tmp_path / "report.png"
+    subprocess.run(
+        [chromium, *flags, "--window-size=1200,3000", f"--screenshot={screenshot}", page],
+        capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    from PIL import Image
+
+    image = Image.open(screenshot).convert("L")
+    assert image.size == (1200, 3000)
+    # charts and tables drawn: many dark pixels, far from a blank page
+    dark = sum(image.histogram()[:128])
+    assert dark > 20_000

@@ -105,6 +105,28 @@ def test_a_cluster_merged_by_a_later_stage_counts_once_with_its_final_id():
     [example] = clusters["examples"]
     assert example["published"] == [{"record_id": "a", "text": "kept text"}]
     assert [d["record_id"] for d in example["dropped"]] == ["b", "c"]
+    # a record a deletion request names is never shown, even in a version built before it
+    withheld = audit.dedup_clusters(events, published, withheld=pl.col("record_id") == "a")
+    assert withheld["examples"][0]["published"] == [{"record_id": "a", "text": audit.WITHHELD}]
+    assert withheld["size_histogram"] == clusters["size_histogram"]  # counts stay
+
+
+def test_length_histograms_and_drops_by_source():
+    counts = audit.length_histogram(pl.Series([0, 1, 2, 3, 4, 7, 8, 100, 2**21]))
+    assert counts[:8] == [1, 1, 2, 2, 1, 0, 0, 1] and counts[-1] == 1 and sum(counts) == 9
+    assert len(counts) == len(audit.LENGTH_EDGES)
+    ledger = pl.LazyFrame(
+        {
+            "source": ["a", "a", "a", "b", "b"],
+            "action": ["dropped", "dropped", "quarantined", "published", "dropped"],
+            "reason": ["exact_duplicate", "exact_duplicate", "secret_detected", None, "too_short"],
+            "terminal": [True] * 5,
+        }
+    )
+    assert audit.drops_by_source(ledger) == {
+        "a": {"exact_duplicate (dropped)": 2, "secret_detected (quarantined)": 1},
+        "b": {"too_short (dropped)": 1},
+    }
 
 
 def test_an_excerpt_masks_a_secret_that_runs_past_the_excerpt():
