@@ -107,6 +107,84 @@ def item(catalog: Catalog, item_id: int) -> dict[str, Any]:
     return dict(row)
 
 
+def record_items(catalog: Catalog, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every item of the record `entry` is an item of (its other reasons: a license question
+    and a secret finding on one record), in queue order, `entry` included."""
+    table = tables.review_items
+    query = (
+        select(table)
+        .where(
+            table.c.dataset == entry["dataset"],
+            table.c.record_id == entry["record_id"],
+            table.c.source_content_hash == entry["source_content_hash"],
+        )
+        .order_by(table.c.id)
+    )
+    with catalog.engine.connect() as connection:
+        return [dict(row) for row in connection.execute(query).mappings()]
+
+
+def next_pending(catalog: Catalog, after: int) -> int | None:
+    """The id of the next pending item after `after` (in queue order, wrapping around to the
+    first); None when no other item is pending."""
+    table = tables.review_items
+    pending = select(table.c.id).where(table.c.status == "pending", table.c.id != after)
+    with catalog.engine.connect() as connection:
+        later = connection.execute(
+            pending.where(table.c.id > after).order_by(table.c.id).limit(1)
+        ).scalar()
+        if later is not None:
+            return later
+        return connection.execute(pending.order_by(table.c.id).limit(1)).scalar()
+
+
+# Reasons decided for a whole source by its declaration and the policy: one config setting
+# settles every item of the source at once (the next run applies it), where deciding item
+# by item would answer the same question once per record.
+SOURCE_LEVEL_SETTINGS = {
+    reasons.LICENSE_UNKNOWN: (
+        "map the license to a class with `policy.licenses.classes: "
+        '{{"{license}": permissive}}` (or attribution, share-alike, …), or declare the '
+        "source's `license` as an SPDX id"
+    ),
+    reasons.LICENSE_NOT_ALLOWED: (
+        "allow its class with `policy.licenses.allow`, or "
+        "for this source alone with `policy.sources.{source}.licenses.allow`"
+    ),
+    reasons.CONSENT_MISSING: (
+        "declare the source's `consent`, or accept its basis with "
+        "`policy.sources.{source}.consent.require`"
+    ),
+    reasons.USE_NOT_ALLOWED: (
+        "add the use to the source's `allowed_uses`, or "
+        "change `policy.sources.{source}.uses.require`"
+    ),
+}
+
+
+def source_setting(entry: dict[str, Any]) -> str | None:
+    """For an item whose reason is decided per source, the config setting that settles it
+    for the whole source (with the source's name and license filled in)."""
+    hint = SOURCE_LEVEL_SETTINGS.get(entry["reason"])
+    if hint is None:
+        return None
+    evidence = _evidence(entry)
+    license_ = evidence.get("license") or next(iter(evidence.get("licenses") or {}), "LICENSE")
+    return hint.format(source=entry["source"], license=license_)
+
+
+def decide_many(
+    catalog: Catalog, item_ids: list[int], decision: str, reviewer: str, note: str
+) -> tuple[list[int], list[int]]:
+    """Decide each item as `decide` does (one decision-log row per item, with the one note);
+    return (decided, already decided by someone else)."""
+    decided, conflicts = [], []
+    for item_id in item_ids:
+        outcome = decide(catalog, item_id, decision, reviewer, note)
+        (conflicts if isinstance(outcome, Conflict) else decided).append(item_id)
+    return decided, conflicts
+
+
 def history(catalog: Catalog, item_id: int) -> list[dict[str, Any]]:
     table = tables.review_decisions
     query = select(table).where(table.c.item_id == item_id).order_by(table.c.id)

@@ -81,6 +81,20 @@ FLASHES = {
     "note_too_long": ("error", f"A note has at most {MAX_NOTE_CHARS} characters."),
     "label_missing": ("error", "Choose the label the kept record is published with."),
     "label_too_long": ("error", f"A label has at most {MAX_LABEL_CHARS} characters."),
+    "record_decided": (
+        "ok",
+        "Decided every pending item of this record: {n} {status} by {reviewer}.",
+    ),
+}
+# After a bulk decision, on the queue page (`n`: items decided, `m`: already decided).
+BULK_FLASHES = {
+    "bulk_decided": ("ok", "{n} item(s) decided with your note; {m} were already decided."),
+    "bulk_note_missing": ("error", "Write a note: it is recorded with every decision."),
+    "bulk_needs_filter": (
+        "error",
+        "Choose a source and a reason first: a bulk decision covers "
+        "the pending items of one source and one reason.",
+    ),
 }
 LOGIN_MESSAGES = {
     "expired": "Your session expired or is no longer valid; log in again.",
@@ -279,7 +293,13 @@ def create_app(
 
     @app.get("/", dependencies=LOGGED_IN)
     def queue(
-        request: Request, status: str = "pending", reason: str = "", source: str = ""
+        request: Request,
+        status: str = "pending",
+        reason: str = "",
+        source: str = "",
+        flash: str = "",
+        n: int = 0,
+        m: int = 0,
     ) -> Response:
         if status not in (*review_queue.STATUSES, "all"):
             raise Refused(400, f"status must be one of {', '.join(review_queue.STATUSES)} or all")
@@ -296,9 +316,18 @@ def create_app(
             reason=reason or None,
             source=source or None,
         )
+        flash_kind, message = BULK_FLASHES.get(flash, (None, None))
+        pending_here = (
+            [row for row in found if row["status"] == "pending"] if reason and source else []
+        )
         return render(
             "queue.html",
             request,
+            flash_kind=flash_kind,
+            flash=message.format(n=n, m=m) if message else None,
+            bulk_pending=len(pending_here),
+            bulk_setting=review_queue.source_setting(pending_here[0]) if pending_here else None,
+            max_note=MAX_NOTE_CHARS,
             items=found[:QUEUE_ROWS],
             total=len(found),
             counts=counts,
@@ -317,12 +346,14 @@ def create_app(
         kind, message = FLASHES.get(flash, (None, None))
         if entry["status"] == "pending" and not flash.startswith(("note_", "label_")):
             kind = message = None  # a decision's message on an undecided item is a made-up link
+        of_record = review_queue.record_items(catalog, entry)
         if message:
             when = entry["decided_at"]
             message = message.format(
                 reviewer=entry["reviewer"],
                 status=entry["status"],
                 decided_at=f"{when:%Y-%m-%d %H:%M:%S}" if when else "an unknown time",
+                n=sum(1 for other in of_record if other["status"] == entry["status"]),
             )
         members = review_queue.members(entry)
         return render(
@@ -330,6 +361,11 @@ def create_app(
             request,
             item=entry,
             evidence=_pretty_json(entry["evidence"]),
+            evidence_list=_readable(entry["evidence"]),
+            record_items=of_record,
+            record_pending=[other["id"] for other in of_record if other["status"] == "pending"],
+            next_pending=review_queue.next_pending(catalog, item_id),
+            source_setting=review_queue.source_setting(entry),
             metadata=_pretty_json(entry["metadata"]),
             history=review_queue.history(catalog, item_id),
             flash_kind=kind,
@@ -366,11 +402,49 @@ def create_app(
             outcome = "label_missing"
         elif labelled and len(label) > MAX_LABEL_CHARS:
             outcome = "label_too_long"
+        elif form.get("scope") == "record" and not labelled:
+            entry = _item(catalog, item_id)
+            pending = [
+                other["id"]
+                for other in review_queue.record_items(catalog, entry)
+                if other["status"] == "pending"
+            ]
+            await run_in_threadpool(
+                review_queue.decide_many, catalog, pending, verdict, reviewer, note
+            )
+            outcome = "record_decided"
         else:
             outcome = await run_in_threadpool(
                 _decide, catalog, item_id, verdict, reviewer, note, label
             )
         return RedirectResponse(f"/items/{item_id}?flash={outcome}", status_code=303)
+
+    @app.post("/bulk")
+    async def bulk(request: Request, reviewer: Reviewer) -> Response:
+        """Decide every pending item of one source and one reason with one note (the
+        decision log keeps one row per item)."""
+        form = await _form(request)
+        sessions.check_form_token(request.cookies.get(SESSION_COOKIE), form.get("csrf"))
+        verdict, note = form.get("decision"), form.get("note", "").strip()
+        source, reason = form.get("source", ""), form.get("reason", "")
+        if verdict not in review_queue.DECISIONS:
+            raise Refused(400, f"decision must be one of {', '.join(review_queue.DECISIONS)}")
+        if reason in review_queue.LABEL_REASONS:
+            raise Refused(400, "label conflicts are decided one by one: each needs its label")
+        back = {"status": "pending", "source": source, "reason": reason}
+        if not source or not reason:
+            outcome, decided, conflicts = "bulk_needs_filter", [], []
+        elif not note or len(note) > MAX_NOTE_CHARS:
+            outcome, decided, conflicts = "bulk_note_missing", [], []
+        else:
+            pending = review_queue.items(catalog, status="pending", reason=reason, source=source)
+            decided, conflicts = await run_in_threadpool(
+                review_queue.decide_many, catalog, [row["id"] for row in pending], verdict,
+                reviewer, note,
+            )  # fmt: skip
+            outcome = "bulk_decided"
+        query = urlencode({**back, "flash": outcome, "n": len(decided), "m": len(conflicts)})
+        return RedirectResponse(f"/?{query}", status_code=303)
 
     return app
 
@@ -452,6 +526,27 @@ def _tally(catalog: Catalog) -> list[dict[str, Any]]:
     query = query.group_by(table.c.reason, table.c.source, table.c.status)
     with catalog.engine.connect() as connection:
         return [dict(row) for row in connection.execute(query).mappings()]
+
+
+def _readable(evidence: str | None) -> list[tuple[str, str]]:
+    """The evidence as (name, value) rows a reviewer reads: nested findings one per line as
+    `key=value` pairs, lists joined, numbers as they are."""
+    try:
+        decoded = json.loads(evidence or "null")
+    except ValueError:
+        return [("evidence", evidence or "")]
+    if not isinstance(decoded, dict):
+        return [] if decoded is None else [("evidence", json.dumps(decoded))]
+
+    def shown(value: Any) -> str:
+        if isinstance(value, dict):
+            return " ".join(f"{k}={shown(v)}" for k, v in value.items())
+        if isinstance(value, list):
+            joiner = "\n" if any(isinstance(v, dict) for v in value) else ", "
+            return joiner.join(shown(v) for v in value)
+        return "" if value is None else str(value)
+
+    return [(key.replace("_", " "), shown(value)) for key, value in decoded.items()]
 
 
 def _pretty_json(value: str | None) -> str | None:

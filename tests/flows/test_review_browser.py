@@ -183,10 +183,22 @@ def test_a_reviewer_approves_and_rejects_in_the_browser(server, browser):
     flash = decide(browser, "reject", "a live key; rotated")
     assert flash == "Rejected by ana: every later run drops this content."
 
+    # the next pending item, then every pending item of its source and reason at once
+    browser.find_element(By.ID, "next-pending").click()
+    WebDriverWait(browser, 5).until(lambda d: d.current_url == f"{base}/items/3")
+    third = review_queue.item(Catalog.open(workdir), 3)
+    browser.save_screenshot(str(artifacts() / "review-next-item.png"))
     browser.find_element(By.LINK_TEXT, "Back to the queue").click()
-    filter_queue(browser, status="all", source="")
+    filter_queue(browser, status="pending", reason=third["reason"], source=third["source"])
+    browser.find_element(By.ID, "bulk-note").send_keys("checked as a batch")
+    browser.find_element(By.ID, "bulk-approve").click()
+    assert browser.find_element(By.ID, "flash").text == (
+        "1 item(s) decided with your note; 0 were already decided."
+    )
+
+    filter_queue(browser, status="all", reason="", source="")
     assert listed(browser) == [1, 2, 3]
-    assert browser.find_element(By.ID, "count-pending").text == "1"
+    assert browser.find_element(By.ID, "count-pending").text == "0"
     browser.save_screenshot(str(artifacts() / "review-queue.png"))
     decided = {
         entry["id"]: (entry["status"], entry["reviewer"], entry["note"])
@@ -195,6 +207,6 @@ def test_a_reviewer_approves_and_rejects_in_the_browser(server, browser):
     assert decided == {
         1: ("approved", "ana", "a test fixture, not a live key"),
         2: ("rejected", "ana", "a live key; rotated"),
-        3: ("pending", None, None),
+        3: ("approved", "ana", "checked as a batch"),
     }
-    assert [len(review_queue.history(Catalog.open(workdir), i)) for i in (1, 2, 3)] == [1, 1, 0]
+    assert [len(review_queue.history(Catalog.open(workdir), i)) for i in (1, 2, 3)] == [1, 1, 1]

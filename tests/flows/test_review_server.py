@@ -444,3 +444,67 @@ def test_review_serve_runs_uvicorn_and_warns_beyond_loopback(tmp_path, monkeypat
     assert on_loopback.get("http://localhost:8765/healthz").text == "ok"
     assert on_loopback.get("http://rebound.example:8765/healthz").status_code == 400
     assert on_all.get("http://reviews.example/healthz").text == "ok"
+
+
+def test_a_records_items_share_one_page_and_source_level_reasons_are_decided_in_bulk(
+    tmp_path, tokens, clock
+):
+    secret = secret_sample("github_token", random.Random(9))
+    terms = {"user": "u", "license": "LicenseRef-mystery"}
+    rows = {
+        "mail": [
+            {**terms, "id": "m1", "text": f"terms?\n{secret.text}"},  # a license and a secret
+            {**terms, "id": "m2", "text": "other terms?"},
+            {**terms, "id": "m3", "text": "more terms"},
+        ]
+    }
+    catalog, queued = queue_for_review(tmp_path, rows)
+    assert queued == 4
+    review = ReviewConfig(session_minutes=30)
+    client = TestClient(create_app(catalog, review, shared_token=tokens["shared"], clock=clock))
+    assert login(client, "ana", tokens["shared"]).status_code == 303
+    license_items = ids_by(catalog, reason="license_unknown")
+    (secret_item,) = ids_by(catalog, reason="secret_detected")
+    first = review_queue.item(catalog, secret_item)
+    license_of_m1 = next(
+        i for i in license_items if review_queue.item(catalog, i)["record_id"] == first["record_id"]
+    )
+
+    page = client.get(f"/items/{license_of_m1}").text
+    # both reasons of the record, linked; the config setting that settles the license for
+    # the whole source; the evidence as a list; the next pending item
+    assert re.findall(r'<table id="record-items">.*?</table>', page, re.S)
+    assert f'href="/items/{secret_item}"' in page and "secret_detected" in page
+    hint = unescape(re.search(r'id="source-setting">(.*?)</p>', page, re.S).group(1))
+    assert "policy.licenses.classes" in hint and '"LicenseRef-mystery"' in hint and "mail" in hint
+    assert re.search(r'<dl id="evidence-list"><dt>licenses</dt><dd><span class="pre">'
+                     r"LicenseRef-mystery=unknown</span></dd>", page)  # fmt: skip
+    assert re.search(r'id="next-pending">Next pending item \((\d+)\)', page)
+
+    token = form_token(page)
+    data = {"csrf": token, "decision": "approved", "note": "terms checked", "scope": "record"}
+    decided = client.post(f"/items/{license_of_m1}/decision", data=data)
+    assert "Decided every pending item of this record: 2 approved by ana" in unescape(decided.text)
+    for item_id in (license_of_m1, secret_item):
+        assert [row["note"] for row in review_queue.history(catalog, item_id)] == ["terms checked"]
+
+    listing = client.get("/?status=pending&source=mail&reason=license_unknown").text
+    assert "Approve all 2" in listing and "policy.licenses.classes" in unescape(listing)
+    bulk = {"csrf": form_token(listing), "source": "mail", "reason": "license_unknown",
+            "decision": "rejected", "note": "not our terms"}  # fmt: skip
+    done = client.post("/bulk", data=bulk)
+    assert "2 item(s) decided with your note; 0 were already decided." in unescape(done.text)
+    remaining = [i for i in license_items if i != license_of_m1]
+    for item_id in remaining:
+        [row] = review_queue.history(catalog, item_id)  # one decision-log row per item
+        assert (row["decision"], row["reviewer"], row["note"]) == (
+            "rejected",
+            "ana",
+            "not our terms",
+        )
+    assert ids_by(catalog, status="pending") == []
+    page = client.get(f"/items/{license_of_m1}").text
+    assert 'id="no-next"' in page
+    # a bulk decision needs a source and a reason, and a note
+    refused = client.post("/bulk", data={**bulk, "source": ""})
+    assert "Choose a source and a reason first" in unescape(refused.text)
