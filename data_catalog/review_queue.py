@@ -185,6 +185,22 @@ def decide_many(
     return decided, conflicts
 
 
+def log_reveal(catalog: Catalog, item_id: int, reviewer: str) -> None:
+    with catalog.engine.begin() as connection:
+        connection.execute(
+            insert(tables.review_reveals).values(
+                item_id=item_id, reviewer=reviewer, revealed_at=now()
+            )
+        )
+
+
+def reveals(catalog: Catalog, item_id: int) -> list[dict[str, Any]]:
+    table = tables.review_reveals
+    query = select(table).where(table.c.item_id == item_id).order_by(table.c.id)
+    with catalog.engine.connect() as connection:
+        return [dict(row) for row in connection.execute(query).mappings()]
+
+
 def history(catalog: Catalog, item_id: int) -> list[dict[str, Any]]:
     table = tables.review_decisions
     query = select(table).where(table.c.item_id == item_id).order_by(table.c.id)

@@ -143,6 +143,17 @@ review_labels = Table(
     UniqueConstraint("item_id", "reviewer"),
 )
 
+# Append-only: each time a reviewer with the permission revealed the personal data the policy
+# masks in an item (`review.reveal`).
+review_reveals = Table(
+    "review_reveals",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("item_id", Integer, ForeignKey("review_items.id"), nullable=False, index=True),
+    Column("reviewer", String(200), nullable=False),
+    Column("revealed_at", DateTime(timezone=True), nullable=False),
+)
+
 deletion_requests = Table(
     "deletion_requests",
     metadata,

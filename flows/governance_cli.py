@@ -299,9 +299,11 @@ def review_serve(
     import uvicorn
 
     from flows.review_server import TOKEN_ENV, create_app
-    from pipeline.config import ReviewConfig, load_run_config
+    from pipeline.config import PolicyConfig, ReviewConfig, load_run_config
 
-    review = checked(load_run_config, config).review if config is not None else ReviewConfig()
+    loaded = checked(load_run_config, config) if config is not None else None
+    review = loaded.review if loaded is not None else ReviewConfig()
+    policy = loaded.policy if loaded is not None else PolicyConfig()
     catalog = open_catalog(workdir, config)
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -323,7 +325,7 @@ def review_serve(
             highlight=False,
         )
     stderr.print(f"reviewer page on http://{host}:{port}/ (Ctrl+C stops it)", highlight=False)
-    app = create_app(catalog, review, allowed_hosts=allowed_hosts)
+    app = create_app(catalog, review, allowed_hosts=allowed_hosts, policy=policy)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import polars as pl
 from fastapi import Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.middleware.trustedhost import TrustedHostMiddleware
@@ -32,8 +33,9 @@ from sqlalchemy import func, select
 
 from data_catalog import review_queue, tables
 from data_catalog.catalog import Catalog
-from pipeline.config import ReviewConfig
+from pipeline.config import PolicyConfig, ReviewConfig
 from pipeline.core.errors import DataError
+from pipeline.text.personal_data import find_personal_data, redact_personal_data
 
 TOKEN_ENV = "THRESHER_REVIEW_TOKEN"
 SESSION_COOKIE = "thresher_review_session"
@@ -193,10 +195,15 @@ def create_app(
     shared_token: str | None = None,
     clock: Callable[[], float] = time.time,
     allowed_hosts: list[str] | None = None,
+    policy: PolicyConfig | None = None,
 ) -> FastAPI:
     """The reviewer web app over `catalog`. The shared token defaults to $THRESHER_REVIEW_TOKEN;
     `clock` (seconds) decides session expiry; `allowed_hosts`, when given, are the only Host
-    headers answered (a page on another site that rebinds its name to this address is not)."""
+    headers answered (a page on another site that rebinds its name to this address is not).
+    Text is shown with the personal data `policy` does not keep masked as the shards mask it
+    (`<PHONE>`); a reviewer named in `review.reveal` may reveal it, and each reveal is logged.
+    The stored values, and so the review hash decisions match on, stay raw."""
+    policy = policy or PolicyConfig()
     tokens = Tokens(review, shared_token if shared_token is not None else os.environ.get(TOKEN_ENV))
     sessions = Sessions(review.session_minutes, clock)
     pages = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True)
@@ -328,7 +335,7 @@ def create_app(
             bulk_pending=len(pending_here),
             bulk_setting=review_queue.source_setting(pending_here[0]) if pending_here else None,
             max_note=MAX_NOTE_CHARS,
-            items=found[:QUEUE_ROWS],
+            items=_masked_all(found[:QUEUE_ROWS], policy),
             total=len(found),
             counts=counts,
             statuses=review_queue.STATUSES,
@@ -339,10 +346,29 @@ def create_app(
             source=source,
         )
 
-    @app.get("/items/{item_id}", dependencies=LOGGED_IN)
-    def item_page(request: Request, item_id: str, flash: str = "") -> Response:
+    @app.get("/items/{item_id}")
+    def item_page(request: Request, reviewer: Reviewer, item_id: str, flash: str = "") -> Response:
+        return item_view(request, reviewer, item_id, flash, reveal=False)
+
+    @app.post("/items/{item_id}/reveal")
+    async def reveal(request: Request, reviewer: Reviewer, item_id: str) -> Response:
+        """The item with the personal data the policy masks shown, for a reviewer with the
+        permission; logged. A POST with the form token: no link can reveal on anyone's behalf."""
+        form = await _form(request)
+        sessions.check_form_token(request.cookies.get(SESSION_COOKIE), form.get("csrf"))
+        if reviewer not in review.reveal:
+            raise Refused(403, "Revealing personal data needs the permission (review.reveal).")
+        return await run_in_threadpool(item_view, request, reviewer, item_id, "", True)
+
+    def item_view(
+        request: Request, reviewer: str, item_id: str, flash: str, reveal: bool
+    ) -> Response:
         entry = _item(catalog, item_id)
         item_id = entry["id"]
+        revealed = reveal and entry["erased_by_request"] is None
+        if revealed:
+            review_queue.log_reveal(catalog, item_id, reviewer)
+        shown = entry if revealed else _masked(entry, policy)
         kind, message = FLASHES.get(flash, (None, None))
         if entry["status"] == "pending" and not flash.startswith(("note_", "label_")):
             kind = message = None  # a decision's message on an undecided item is a made-up link
@@ -359,14 +385,17 @@ def create_app(
         return render(
             "item.html",
             request,
-            item=entry,
+            item=shown,
+            revealed=revealed,
+            may_reveal=reviewer in review.reveal and shown is not entry,
+            reveals=review_queue.reveals(catalog, item_id),
             evidence=_pretty_json(entry["evidence"]),
             evidence_list=_readable(entry["evidence"]),
             record_items=of_record,
             record_pending=[other["id"] for other in of_record if other["status"] == "pending"],
             next_pending=review_queue.next_pending(catalog, item_id),
             source_setting=review_queue.source_setting(entry),
-            metadata=_pretty_json(entry["metadata"]),
+            metadata=_pretty_json(shown["metadata"]),
             history=review_queue.history(catalog, item_id),
             flash_kind=kind,
             flash=message,
@@ -526,6 +555,41 @@ def _tally(catalog: Catalog) -> list[dict[str, Any]]:
     query = query.group_by(table.c.reason, table.c.source, table.c.status)
     with catalog.engine.connect() as connection:
         return [dict(row) for row in connection.execute(query).mappings()]
+
+
+MASKED_FIELDS = ("text", "metadata", "group", "label")
+
+
+def _masked(entry: dict[str, Any], policy: PolicyConfig) -> dict[str, Any]:
+    return _masked_all([entry], policy)[0]
+
+
+def _masked_all(entries: list[dict[str, Any]], policy: PolicyConfig) -> list[dict[str, Any]]:
+    """The items with the personal data their source's policy does not keep replaced by
+    labels (`<EMAIL>`, `<PHONE>`, …), as the shards show it: one scan for all of them."""
+    masked_types = {
+        source: {
+            kind
+            for kind, action in policy.for_source(source).personal_data.model_dump().items()
+            if action != "keep"
+        }
+        for source in {entry["source"] for entry in entries}
+    }
+    values = [entry[field] for entry in entries for field in MASKED_FIELDS]
+    if not any(masked_types.values()) or not any(values):
+        return entries
+    found = find_personal_data(pl.Series(values, dtype=pl.String)).to_dicts()
+    by_value: dict[int, list[dict]] = {}
+    for finding in found:
+        entry = entries[finding["index"] // len(MASKED_FIELDS)]
+        if finding["type"] in masked_types[entry["source"]]:
+            by_value.setdefault(finding["index"], []).append(finding)
+    shown = [dict(entry) for entry in entries]
+    for index, findings in by_value.items():
+        entry, field = divmod(index, len(MASKED_FIELDS))
+        name = MASKED_FIELDS[field]
+        shown[entry][name] = redact_personal_data(shown[entry][name], findings)
+    return shown
 
 
 def _readable(evidence: str | None) -> list[tuple[str, str]]:

@@ -104,3 +104,8 @@ class ReviewConfig(Strict):
         {}, description="reviewer name -> sha256:<hex digest of their token>"
     )
     session_minutes: Annotated[int, Field(gt=0)] = 480
+    reveal: list[str] = Field(
+        [],
+        description="reviewers who may reveal the personal data the policy masks in the queue "
+        "(each reveal is logged)",
+    )

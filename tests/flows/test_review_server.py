@@ -23,7 +23,7 @@ from data_catalog import review_queue
 from data_catalog.catalog import Catalog
 from flows.cli import app as cli_app
 from flows.review_server import SESSION_COOKIE, create_app
-from pipeline.config import ReviewConfig
+from pipeline.config import PolicyConfig, ReviewConfig
 from pipeline.core.schema import REVIEW_ITEM_SCHEMA
 
 
@@ -508,3 +508,45 @@ def test_a_records_items_share_one_page_and_source_level_reasons_are_decided_in_
     # a bulk decision needs a source and a reason, and a note
     refused = client.post("/bulk", data={**bulk, "source": ""})
     assert "Choose a source and a reason first" in unescape(refused.text)
+
+
+def test_personal_data_is_masked_by_the_policy_and_revealed_only_with_the_permission(
+    tmp_path, tokens, clock
+):
+    secret = secret_sample("github_token", random.Random(11))
+    phone, email = "+1 415-555-0134", "ana.perez@example.org"
+    rows = {"chat": [{"id": "c1", "user": "u1", "text": f"call {phone} or {email}\n{secret.text}"}]}
+    catalog, queued = queue_for_review(tmp_path, rows)
+    assert queued == 1
+    (item_id,) = ids_by(catalog)
+    stored = review_queue.item(catalog, item_id)
+    assert phone in stored["text"]  # stored raw: the review hash, and past decisions, hold
+    review = ReviewConfig(session_minutes=30, reveal=["lead"])
+    policy = PolicyConfig(personal_data={"email": "keep"})  # phones redacted, e-mails kept
+    client = TestClient(
+        create_app(catalog, review, shared_token=tokens["shared"], clock=clock, policy=policy)
+    )
+    assert login(client, "ana", tokens["shared"]).status_code == 303
+    page = client.get(f"/items/{item_id}").text
+    text = unescape(re.search(r'<pre id="text">(.*?)</pre>', page, re.S).group(1))
+    assert text.startswith(f"call <PHONE> or {email}\n") and "<SECRET:github_token>" in text
+    assert phone not in unescape(page) and 'id="reveal"' not in page
+    listing = unescape(client.get("/").text)
+    assert "<PHONE>" in listing and phone not in listing
+    refused = client.post(f"/items/{item_id}/reveal", data={"csrf": form_token(page)})
+    assert refused.status_code == 403 and review_queue.reveals(catalog, item_id) == []
+
+    lead = TestClient(
+        create_app(catalog, review, shared_token=tokens["shared"], clock=clock, policy=policy)
+    )
+    assert login(lead, "lead", tokens["shared"]).status_code == 303
+    page = lead.get(f"/items/{item_id}").text
+    assert 'id="reveal"' in page
+    shown = lead.post(f"/items/{item_id}/reveal", data={"csrf": form_token(page)}).text
+    text = unescape(re.search(r'<pre id="text">(.*?)</pre>', shown, re.S).group(1))
+    assert text.startswith(f"call {phone} or {email}\n")  # revealed; the secret stays masked
+    assert secret.value not in shown
+    [logged] = review_queue.reveals(catalog, item_id)
+    assert logged["reviewer"] == "lead"
+    assert "Revealed 1 time(s): lead at" in unescape(lead.get(f"/items/{item_id}").text)
+    assert review_queue.item(catalog, item_id)["review_hash"] == stored["review_hash"]
