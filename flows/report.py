@@ -151,6 +151,7 @@ def version_report(
         "text": text,
         "contamination": audit.contamination(ledger, manifest["protected_eval_sets"]),
         "contamination_hits": audit.contamination_hits(ledger),
+        "reason_examples": audit.reason_examples(ledger, withheld_ids=_forgotten_ids(catalog)),
         "quality": _run_quality(catalog.workdir / "runs" / version.run_id),
         "data_quality": {  # versions published before these facts existed hold none
             "label_conflicts": manifest.get("label_conflicts", {}),
@@ -325,6 +326,12 @@ def _text_profile(
     }
     name = "minilm (the WordPiece tokenizer of all-MiniLM-L6-v2)"
     return {"name": name, "digest": digest}, counts, text
+
+
+def _forgotten_ids(catalog: Catalog) -> set[str]:
+    """Record ids that deletion requests name by record id (other kinds cannot be matched
+    against a ledger, which holds no groups or content hashes)."""
+    return {row["value"] for row in deletions.requests(catalog) if row["kind"] == "record_id"}
 
 
 def _run_quality(run_dir: Path) -> dict[str, Any] | None:

@@ -427,3 +427,28 @@ def length_histogram(lengths: pl.Series) -> list[int]:
     """Counts per bin [edge, next edge) of LENGTH_EDGES (the last bin open-ended)."""
     bins = np.searchsorted(LENGTH_EDGES, lengths.to_numpy(), side="right") - 1
     return np.bincount(bins, minlength=len(LENGTH_EDGES)).tolist()
+
+
+def reason_examples(
+    ledger: pl.LazyFrame, per_reason: int = 3, withheld_ids: set[str] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """A few dropped and quarantined records of each `reason (action)`: record id, source and
+    their evidence (already redacted; secrets masked again), the first by record id. A dropped
+    record's text is not kept, so the evidence is what shows why; records a deletion request
+    names (`withheld_ids`) are left out."""
+    rows = (
+        ledger.filter(pl.col("terminal"), pl.col("action").is_in(["dropped", "quarantined"]))
+        .filter(~pl.col("record_id").is_in(sorted(withheld_ids or ())))
+        .sort("reason", "action", "record_id")
+        .group_by("reason", "action", maintain_order=True)
+        .head(per_reason)
+        .select("reason", "action", "record_id", "source", "evidence")
+        .collect()
+    )
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in rows.iter_rows(named=True):
+        evidence = redacted_excerpt(row["evidence"]) if row["evidence"] else ""
+        found.setdefault(f"{row['reason']} ({row['action']})", []).append(
+            {"record_id": row["record_id"], "source": row["source"], "evidence": evidence}
+        )
+    return found

@@ -86,6 +86,10 @@ def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(cura
     assert {source: sum(h["chars"]) for source, h in text["by_source"].items()} == {
         source: n for source, n in published_by_source.items() if n
     }
+    # a few records of each reason, with their evidence
+    for action in ("dropped", "quarantined"):
+        for reason in report["reasons"].get(action, {}):
+            assert 1 <= len(report["reason_examples"][f"{reason} ({action})"]) <= 3
     # why each source lost records, summing to its drops and quarantines
     for source in report["sources"]:
         reasons = report["drops_by_source"].get(source["name"], {})

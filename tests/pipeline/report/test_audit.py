@@ -129,6 +129,32 @@ def test_length_histograms_and_drops_by_source():
     }
 
 
+def test_reason_examples_show_redacted_evidence_and_leave_out_forgotten_records():
+    token = secret_sample("github_token", random.Random(3)).value
+    ledger = pl.LazyFrame(
+        {
+            "record_id": ["r3", "r1", "r2", "r4", "r5"],
+            "source": ["a"] * 5,
+            "stage": ["quality"] * 4 + ["contamination"],
+            "action": ["dropped"] * 4 + ["published"],
+            "reason": ["too_short"] * 3 + ["contaminated_eval", None],
+            "evidence": [
+                '{"value": 3}',
+                '{"value": 1}',
+                '{"value": 2}',
+                f'{{"span": "push with {token} now"}}',
+                None,
+            ],  # fmt: skip
+            "terminal": [True] * 5,
+        }
+    )
+    examples = audit.reason_examples(ledger, per_reason=2, withheld_ids={"r1"})
+    assert [e["record_id"] for e in examples["too_short (dropped)"]] == ["r2", "r3"]
+    [hit] = examples["contaminated_eval (dropped)"]
+    assert "<SECRET:github_token>" in hit["evidence"] and token not in hit["evidence"]
+    assert set(examples) == {"too_short (dropped)", "contaminated_eval (dropped)"}
+
+
 def test_an_excerpt_masks_a_secret_that_runs_past_the_excerpt():
     sample = secret_sample("private_key", random.Random(5))
     text = "deploy key follows\n" + sample.text * 3
