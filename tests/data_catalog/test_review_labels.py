@@ -58,7 +58,7 @@ def columns(catalog: Catalog, table: str) -> set[str]:
     return {column["name"] for column in inspect(catalog.engine).get_columns(table)}
 
 
-def test_migration_0006_adds_labels_and_goes_back(tmp_path):
+def test_migrations_0006_and_0007_add_labels_and_reveals_and_go_back(tmp_path):
     catalog = Catalog.open(tmp_path)
     assert "adjudicated_label" in columns(catalog, "review_items")
     assert "label" in columns(catalog, "review_decisions")
@@ -67,12 +67,17 @@ def test_migration_0006_adds_labels_and_goes_back(tmp_path):
     }  # fmt: skip
     with catalog.engine.connect() as connection:
         head = connection.execute(text("select version_num from alembic_version")).scalar()
-    assert head == "0006_labels"
+    assert head == "0007_reveals"
+    assert columns(catalog, "review_reveals") == {"id", "item_id", "reviewer", "revealed_at"}
+    alembic(catalog, command.downgrade, "0006_labels")  # 0007 goes back: no reveals table
+    assert "review_reveals" not in inspect(catalog.engine).get_table_names()
+    assert "review_labels" in inspect(catalog.engine).get_table_names()
     alembic(catalog, command.downgrade, "0005_failures")
     assert "review_labels" not in inspect(catalog.engine).get_table_names()
     assert "adjudicated_label" not in columns(catalog, "review_items")
     alembic(catalog, command.upgrade, "head")
     assert "adjudicated_label" in columns(catalog, "review_items")
+    assert "review_reveals" in inspect(catalog.engine).get_table_names()
 
 
 def test_approving_a_label_conflict_takes_a_label_and_nothing_else_does(tmp_path):
