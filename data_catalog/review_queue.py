@@ -168,9 +168,13 @@ def source_setting(entry: dict[str, Any]) -> str | None:
     hint = SOURCE_LEVEL_SETTINGS.get(entry["reason"])
     if hint is None:
         return None
+    return hint.format(source=entry["source"], license=evidence_license(entry) or "LICENSE")
+
+
+def evidence_license(entry: dict[str, Any]) -> str | None:
+    """The record's license where its evidence names it (license reasons)."""
     evidence = _evidence(entry)
-    license_ = evidence.get("license") or next(iter(evidence.get("licenses") or {}), "LICENSE")
-    return hint.format(source=entry["source"], license=license_)
+    return evidence.get("license") or next(iter(evidence.get("licenses") or {}), None)
 
 
 def decide_many(

@@ -395,6 +395,7 @@ def create_app(
             record_pending=[other["id"] for other in of_record if other["status"] == "pending"],
             next_pending=review_queue.next_pending(catalog, item_id),
             source_setting=review_queue.source_setting(entry),
+            license=_license(catalog, entry),
             metadata=_pretty_json(shown["metadata"]),
             history=review_queue.history(catalog, item_id),
             flash_kind=kind,
@@ -555,6 +556,21 @@ def _tally(catalog: Catalog) -> list[dict[str, Any]]:
     query = query.group_by(table.c.reason, table.c.source, table.c.status)
     with catalog.engine.connect() as connection:
         return [dict(row) for row in connection.execute(query).mappings()]
+
+
+def _license(catalog: Catalog, entry: dict[str, Any]) -> str | None:
+    """The record's license: as a license reason's evidence names it, else as its source
+    declared it in the run that queued it (None when that run's config is gone)."""
+    named = review_queue.evidence_license(entry)
+    if named:
+        return named
+    config = catalog.workdir / "runs" / entry["run_id"] / "config.json"
+    try:
+        sources = json.loads(config.read_text())["config"]["sources"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    declared = next((s.get("license") for s in sources if s.get("name") == entry["source"]), None)
+    return f"{declared} (as the source declares it)" if declared else None
 
 
 MASKED_FIELDS = ("text", "metadata", "group", "label")

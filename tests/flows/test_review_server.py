@@ -480,6 +480,7 @@ def test_a_records_items_share_one_page_and_source_level_reasons_are_decided_in_
     assert re.search(r'<dl id="evidence-list"><dt>licenses</dt><dd><span class="pre">'
                      r"LicenseRef-mystery=unknown</span></dd>", page)  # fmt: skip
     assert re.search(r'id="next-pending">Next pending item \((\d+)\)', page)
+    assert '<dd id="license">LicenseRef-mystery</dd>' in page
 
     token = form_token(page)
     data = {"csrf": token, "decision": "approved", "note": "terms checked", "scope": "record"}
