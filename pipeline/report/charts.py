@@ -87,31 +87,34 @@ def cluster_size_chart(histogram: dict[str, int]) -> str | None:
     return _data_uri(figure)
 
 
-def length_chart(text: dict[str, Any], group_by: str, measure: str) -> str | None:
-    """Records per length bin (powers of two) for each split or source, as lines with a
-    marker per bin: `group_by` "split" or "source", `measure` "chars" or "tokens"."""
+def length_chart(text: dict[str, Any], group_by: str) -> str | None:
+    """Records per length bin (powers of two) for each split or source (`group_by`), in
+    characters and in tokens side by side, as lines with a marker per bin."""
     groups = (text or {}).get(f"by_{group_by}") or {}
     if not groups:
         return None
     edges = text["edges"]
-    used = [i for i in range(len(edges)) if any(g[measure][i] for g in groups.values())]
-    if not used:
-        return None
-    bins = list(range(used[0], used[-1] + 1))
-    labels = [f"{edges[i]:,}" if edges[i] < 1000 else f"{edges[i] // 1024:,}k" for i in bins]
-    figure, axes = _figure(2.8)
-    for name, histograms in groups.items():
-        counts = [histograms[measure][i] for i in bins]
-        axes.plot(
-            labels, counts, marker="o", markersize=3, label=f"{name} ({sum(counts):,})",
-            color=SPLIT_COLOURS.get(name),
-        )  # fmt: skip
-    axes.set_ylim(bottom=0)
-    axes.set_xlabel(f"{measure} per record, at least (bins double)")
-    axes.set_ylabel("records")
-    axes.set_title(f"Text length in {measure}, by {group_by}")
-    axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
+    figure, panels = _pyplot().subplots(1, 2, figsize=(9, 3.0), sharey=True)
+    figure.subplots_adjust(left=0.08, right=0.98, bottom=0.2, top=0.84, wspace=0.06)
+    for axes, measure in zip(panels, ("chars", "tokens"), strict=True):
+        used = [i for i in range(len(edges)) if any(g[measure][i] for g in groups.values())]
+        if not used:
+            continue
+        bins = list(range(used[0], used[-1] + 1))
+        labels = [f"{edges[i]:,}" if edges[i] < 1000 else f"{edges[i] // 1024:,}k" for i in bins]
+        for name, histograms in groups.items():
+            counts = [histograms[measure][i] for i in bins]
+            axes.plot(
+                labels, counts, marker="o", markersize=3, label=f"{name} ({sum(counts):,})",
+                color=SPLIT_COLOURS.get(name),
+            )  # fmt: skip
+        axes.set_xlabel(f"{measure} per record, at least (bins double)")
+        axes.grid(alpha=0.3)
+        axes.tick_params(axis="x", labelsize=8)
+    panels[0].set_ylim(bottom=0)
+    panels[0].set_ylabel("records")
+    panels[1].legend(fontsize=8)
+    figure.suptitle(f"Text length by {group_by}, in characters and in tokens")
     return _data_uri(figure)
 
 

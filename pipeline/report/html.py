@@ -33,9 +33,8 @@ def render(report: dict[str, Any]) -> str:
         ),
         "timeline": report_charts.split_timeline(report.get("splits") or {}),
         **{
-            f"{measure}_by_{key}": report_charts.length_chart(report.get("text"), key, measure)
+            f"length_by_{key}": report_charts.length_chart(report.get("text"), key)
             for key in ("split", "source")
-            for measure in ("chars", "tokens")
         },
     }
     return _environment().get_template("report.html").render(r=report, charts=charts)
