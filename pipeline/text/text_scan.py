@@ -158,6 +158,12 @@ def _loosen_repeat(repeat: re.Match[str]) -> str:
     return f"{{{min(least, _REPEAT_CAP)},}}"
 
 
+# Up to this many distinct candidate texts, the alternation rules' flags are not computed:
+# a polars pass per rule (about 45) has a fixed cost of ~15 ms, more than Python `re` takes to
+# search a few texts with every rule.
+FEW_CANDIDATES = 16
+
+
 class SpanScanner:
     """Finds the spans of a list of rules in a polars Series of texts."""
 
@@ -196,11 +202,12 @@ class SpanScanner:
         by_words = self._rule_groups_by_words(groups["words"])
         for rank, rule in enumerate(self.rules):
             flag = f"r{rank}"
-            in_groups = (
-                groups[flag].arg_true().to_list()
-                if flag in groups.columns
-                else by_words.get(rank, [])
-            )
+            if rule.literal or rule.keywords:
+                in_groups = by_words.get(rank, [])
+            elif flag in groups.columns:
+                in_groups = groups[flag].arg_true().to_list()
+            else:  # few candidates: no flags, every alternation rule searched
+                in_groups = range(groups.height)
             for group in in_groups:
                 text = group_texts[group]
                 if (rule.anchors or rule.keywords) and group not in lowered:
@@ -248,19 +255,17 @@ class SpanScanner:
             if self.words
             else pl.lit([], dtype=pl.List(pl.String))
         )
-        return (
-            passes.filter(pl.col("alternation") | pl.col("word"))
-            .group_by("text")
-            .agg("index")
-            .with_columns(
-                words.alias("words"),
-                *(
-                    pl.col("text").str.contains(rule.flag_pattern).alias(f"r{rank}")
-                    for rank, rule in enumerate(self.rules)
-                    if not (rule.literal or rule.keywords)
-                ),
-            )
+        groups = passes.filter(pl.col("alternation") | pl.col("word")).group_by("text").agg("index")
+        flags = (  # few candidates: each rule's Python search costs less than its flag
+            []
+            if groups.height <= FEW_CANDIDATES
+            else [
+                pl.col("text").str.contains(rule.flag_pattern).alias(f"r{rank}")
+                for rank, rule in enumerate(self.rules)
+                if not (rule.literal or rule.keywords)
+            ]
         )
+        return groups.with_columns(words.alias("words"), *flags)  # evaluated in parallel
 
     def _rule_groups_by_words(self, found: pl.Series) -> dict[int, list[int]]:
         """rank -> the groups holding one of its rule's words (literals in their case)."""
