@@ -125,20 +125,33 @@ class Sessions:
     def sign(self, purpose: str, value: str) -> str:
         return hmac.new(self.key, f"{purpose}\0{value}".encode(), hashlib.sha256).hexdigest()
 
-    def issue(self, name: str) -> str:
+    def issue(self, name: str, own_token: bool = False) -> str:
+        """A cookie for `name`; `own_token`: they logged in with their own token, not the
+        shared one (which any name may use)."""
         encoded = base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
-        body = f"{encoded}.{int(self.clock()) + self.seconds}"
+        body = f"{encoded}.{int(self.clock()) + self.seconds}.{int(own_token)}"
         return f"{body}.{self.sign('session', body)}"
 
-    def reviewer(self, cookie: str | None) -> str | None:
-        """The name in a valid, unexpired cookie; None otherwise."""
+    def _body(self, cookie: str | None) -> tuple[str, str] | None:
+        """(name, own-token flag) of a valid, unexpired cookie; None otherwise."""
         body, _, signature = (cookie or "").rpartition(".")
         if not body or not _same(signature, self.sign("session", body)):
             return None
-        encoded, _, expires = body.partition(".")
+        encoded, _, rest = body.partition(".")
+        expires, _, own = rest.partition(".")
         if not expires.isdigit() or int(expires) <= self.clock():
             return None
-        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode(), own
+
+    def reviewer(self, cookie: str | None) -> str | None:
+        """The name in a valid, unexpired cookie; None otherwise."""
+        found = self._body(cookie)
+        return found[0] if found else None
+
+    def own_token(self, cookie: str | None) -> bool:
+        """Whether the cookie's reviewer logged in with their own token."""
+        found = self._body(cookie)
+        return found is not None and found[1] == "1"
 
     def form_token(self, cookie: str) -> str:
         return self.sign("form", cookie)
@@ -159,16 +172,17 @@ class Tokens:
     def configured(self) -> bool:
         return bool(self.reviewers or self.shared)
 
-    def accept(self, name: str, token: str) -> bool:
+    def accept(self, name: str, token: str) -> str | None:
+        """ "own" (the name's own token), "shared" (the shared token), or None (refused)."""
         if not name or not token:
-            return False
+            return None
         given = token.encode()
         expected = self.reviewers.get(name)
         own = expected is not None and hmac.compare_digest(
             f"sha256:{hashlib.sha256(given).hexdigest()}", expected
         )
         shared = self.shared is not None and hmac.compare_digest(given, self.shared.encode())
-        return own or shared
+        return "own" if own else "shared" if shared else None
 
 
 def _same(given: str, expected: str) -> bool:
@@ -274,14 +288,15 @@ def create_app(
         sessions.check_form_token(request.cookies.get(LOGIN_COOKIE), form.get("csrf"))
         name, token = form.get("name", "").strip(), form.get("token", "")
         target = _local(form.get("next", "/"))
-        if len(name) > MAX_NAME_CHARS or not tokens.accept(name, token):
+        accepted = tokens.accept(name, token) if len(name) <= MAX_NAME_CHARS else None
+        if accepted is None:
             return login_page(
                 request, 401, error="Name or token not accepted.", next=target, name=name
             )
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
-            sessions.issue(name),
+            sessions.issue(name, own_token=accepted == "own"),
             max_age=review.session_minutes * 60,
             httponly=True,
             samesite="strict",
@@ -356,9 +371,18 @@ def create_app(
         permission; logged. A POST with the form token: no link can reveal on anyone's behalf."""
         form = await _form(request)
         sessions.check_form_token(request.cookies.get(SESSION_COOKIE), form.get("csrf"))
-        if reviewer not in review.reveal:
-            raise Refused(403, "Revealing personal data needs the permission (review.reveal).")
+        if not may_reveal(request, reviewer):
+            raise Refused(
+                403,
+                "Revealing personal data needs the permission (review.reveal) and a log-in with "
+                "your own token (thresher review token NAME), not the shared one.",
+            )
         return await run_in_threadpool(item_view, request, reviewer, item_id, "", True)
+
+    def may_reveal(request: Request, reviewer: str) -> bool:
+        """Listed in review.reveal and logged in with their own token: the shared token logs
+        in under any name, so it never carries the permission."""
+        return reviewer in review.reveal and sessions.own_token(request.cookies.get(SESSION_COOKIE))
 
     def item_view(
         request: Request, reviewer: str, item_id: str, flash: str, reveal: bool
@@ -387,7 +411,7 @@ def create_app(
             request,
             item=shown,
             revealed=revealed,
-            may_reveal=reviewer in review.reveal and shown is not entry,
+            may_reveal=may_reveal(request, reviewer) and shown is not entry,
             reveals=review_queue.reveals(catalog, item_id),
             evidence=_pretty_json(entry["evidence"]),
             evidence_list=_readable(entry["evidence"]),

@@ -135,10 +135,16 @@ def test_a_wrong_token_is_refused(client, tokens):
 def test_forged_or_garbled_cookies_and_tokens_are_refused(client, queue, tokens):
     login(client, "ana", tokens["ana"])
     cookie = client.cookies[SESSION_COOKIE]
-    encoded, expires, signature = cookie.split(".")
-    forged = f"{encoded}.{int(expires) + 86400}.{signature}"  # a longer session, same signature
+    encoded, expires, own, signature = cookie.split(".")
+    assert own == "1"  # ana logged in with her own token
+    forged = f"{encoded}.{int(expires) + 86400}.{own}.{signature}"  # longer, same signature
+    shared = TestClient(client.app)
+    login(shared, "bo", tokens["shared"])
+    encoded_bo, expires_bo, own_bo, signature_bo = shared.cookies[SESSION_COOKIE].split(".")
+    assert own_bo == "0"
+    raised = f"{encoded_bo}.{expires_bo}.1.{signature_bo}"  # a shared log-in claiming its own
     stranger = TestClient(client.app)
-    for value in (forged, "bm9ib2R5.9999999999.ü", "garbage"):
+    for value in (forged, raised, "bm9ib2R5.9999999999.0.ü", "garbage"):
         header = f"{SESSION_COOKIE}={value}".encode("latin-1")  # as a client may send it
         assert (
             stranger.get("/", headers={"cookie": header}, follow_redirects=False).status_code == 303
@@ -522,7 +528,12 @@ def test_personal_data_is_masked_by_the_policy_and_revealed_only_with_the_permis
     (item_id,) = ids_by(catalog)
     stored = review_queue.item(catalog, item_id)
     assert phone in stored["text"]  # stored raw: the review hash, and past decisions, hold
-    review = ReviewConfig(session_minutes=30, reveal=["lead"])
+    lead_token = secrets.token_urlsafe(32)
+    review = ReviewConfig(
+        session_minutes=30,
+        reviewers={"lead": f"sha256:{hashlib.sha256(lead_token.encode()).hexdigest()}"},
+        reveal=["lead"],
+    )
     policy = PolicyConfig(personal_data={"email": "keep"})  # phones redacted, e-mails kept
     client = TestClient(
         create_app(catalog, review, shared_token=tokens["shared"], clock=clock, policy=policy)
@@ -537,10 +548,21 @@ def test_personal_data_is_masked_by_the_policy_and_revealed_only_with_the_permis
     refused = client.post(f"/items/{item_id}/reveal", data={"csrf": form_token(page)})
     assert refused.status_code == 403 and review_queue.reveals(catalog, item_id) == []
 
-    lead = TestClient(
-        create_app(catalog, review, shared_token=tokens["shared"], clock=clock, policy=policy)
-    )
-    assert login(lead, "lead", tokens["shared"]).status_code == 303
+    def app():
+        return create_app(
+            catalog, review, shared_token=tokens["shared"], clock=clock, policy=policy
+        )
+
+    # the shared token logs in under any name, "lead" too: it never carries the permission
+    posing = TestClient(app())
+    assert login(posing, "lead", tokens["shared"]).status_code == 303
+    page = posing.get(f"/items/{item_id}").text
+    assert 'id="reveal"' not in page
+    refused = posing.post(f"/items/{item_id}/reveal", data={"csrf": form_token(page)})
+    assert refused.status_code == 403 and "your own token" in unescape(refused.text)
+
+    lead = TestClient(app())
+    assert login(lead, "lead", lead_token).status_code == 303
     page = lead.get(f"/items/{item_id}").text
     assert 'id="reveal"' in page
     shown = lead.post(f"/items/{item_id}/reveal", data={"csrf": form_token(page)}).text
