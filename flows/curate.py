@@ -1218,6 +1218,8 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         gate["gate"]: "skipped" if gate["skipped"] else f"passed {len(gate['checks'])} checks"
         for gate in gates
     }
+    # the report reads the run's stage figures (languages per source) from its summary
+    (plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     with shown_step("report"), measured() as summary["steps"]["report"]:
         summary["paths"]["report"] = _report_version(plan, summary["dataset_hash"])
     (plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

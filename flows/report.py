@@ -342,8 +342,15 @@ def _run_quality(run_dir: Path) -> dict[str, Any] | None:
         return None
     quality = json.loads(summary.read_text()).get("quality") or {}
     languages = sorted((quality.get("languages") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    by_source: dict[str, dict[str, int]] = {}
+    for key, count in sorted(
+        (quality.get("languages_by_source") or {}).items(), key=lambda kv: (-kv[1], kv[0])
+    ):
+        source, _, language = key.rpartition(":")
+        by_source.setdefault(source, {})[language] = count
     return {
         "languages": dict(languages),
+        "languages_by_source": by_source,
         "dropped_by_source_and_reason": quality.get("dropped_by_source_and_reason", {}),
         "lines_removed": quality.get("lines_removed", 0),
     }

@@ -234,6 +234,9 @@ def _stats(measured: pl.DataFrame, dropped: pl.DataFrame) -> dict:
         "dropped_by_source_and_reason": count(dropped, "source", "reason"),
         "nearest_to_bound": dict(sorted(boundary.items())),
         "languages": count(measured.filter(pl.col("language").is_not_null()), "language"),
+        "languages_by_source": count(
+            measured.filter(pl.col("language").is_not_null()), "source", "language"
+        ),
         "records_with_lines_removed": measured.filter(pl.col("removed_lines") > 0).height,
         "lines_removed": int(measured["removed_lines"].sum()),
     }

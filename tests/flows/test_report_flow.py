@@ -86,6 +86,14 @@ def test_a_run_writes_a_self_contained_report_whose_figures_are_the_ledgers(cura
     assert {source: sum(h["chars"]) for source, h in text["by_source"].items()} == {
         source: n for source, n in published_by_source.items() if n
     }
+    # languages per source, adding up to the run's language counts
+    quality = report["quality"]
+    assert set(quality["languages_by_source"]) <= {s["name"] for s in report["sources"]}
+    assert (
+        sum(sum(c.values()) for c in quality["languages_by_source"].values())
+        == sum(quality["languages"].values())
+        > 0
+    )
     # a few records of each reason, with their evidence
     for action in ("dropped", "quarantined"):
         for reason in report["reasons"].get(action, {}):
