@@ -273,7 +273,7 @@ class Catalog:
                 shutil.rmtree(staged.path)
                 return existing, False
             self._make_permanent(staged, sources, location)
-            self.point_latest(staged.manifest["name"])
+            self.refresh_latest(staged.manifest["name"])
         return self.version(staged.dataset_hash), True
 
     def _make_permanent(
@@ -311,12 +311,25 @@ class Catalog:
             else:
                 _remove_pointer(pointer)
 
+    def refresh_latest(self, name: str) -> None:
+        """`point_latest`, where a failure (a folder of that name that is not the link, an
+        old `publish.location` out of reach) is a warning: the pointer is a convenience, the
+        version and the catalog are what count, and the next run tries again."""
+        try:
+            self.point_latest(name)
+        except Exception as error:  # noqa: BLE001
+            import logging
+
+            logging.getLogger("thresher").warning(
+                "the `latest` pointer of %s was not updated: %s", name, error
+            )
+
     def point_every_latest(self) -> None:
         """The `latest` pointer of every dataset (work folders made before pointers existed
         get theirs on their next run)."""
         for name in sorted({version.name for version in self.versions()}):
             with self._exclusive(f"datasets/{name}/.commit"):
-                self.point_latest(name)
+                self.refresh_latest(name)
 
     @staticmethod
     def stored_path(name: str, dataset_hash: str, location: str | None) -> str:
@@ -401,7 +414,7 @@ class Catalog:
                 .values(status="withdrawn", status_reason=reason, withdrawn_at=withdrawn_at)
             )
         with self._exclusive(f"datasets/{version.name}/.commit"):
-            self.point_latest(version.name)
+            self.refresh_latest(version.name)
         return self.version(version.dataset_hash)
 
     def purge(self, dataset_hash: str) -> VersionRecord:
@@ -550,7 +563,8 @@ def open_version(
 
 def _write_pointer(pointer: Location, dataset_hash: str) -> None:
     if not storage.is_local(pointer):
-        pointer.write_text(dataset_hash + "\n")
+        if not pointer.exists() or pointer.read_text() != dataset_hash + "\n":
+            pointer.write_text(dataset_hash + "\n")
         return
     if pointer.is_symlink() and os.readlink(pointer) == dataset_hash:
         return

@@ -107,13 +107,14 @@ def write_cards(catalog: Catalog, version: VersionRecord, out_dir: Path) -> dict
 
 def _link_shards(version_folder: Path, shards: list[str], out_dir: Path) -> None:
     """`out_dir/<shard path>` as a relative link to each shard that exists (none of a purged
-    version); nothing where `out_dir` is the version's own folder."""
+    version); nothing where `out_dir` is the version's own folder, and never in place of a
+    real file (`--out` naming another version's folder keeps its shards)."""
     if out_dir.resolve() == version_folder.resolve():
         return
     for shard in shards:
         target, link = version_folder / shard, out_dir / shard
-        if not target.is_file():
-            continue
+        if not target.is_file() or (link.exists() and not link.is_symlink()):
+            continue  # a real file there (another version's shard): never replaced
         link.parent.mkdir(parents=True, exist_ok=True)
         link.unlink(missing_ok=True)
         link.symlink_to(os.path.relpath(target.resolve(), link.parent.resolve()))

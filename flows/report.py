@@ -150,8 +150,8 @@ def version_report(
         "tokenizer": tokenizer,
         "text": text,
         "contamination": audit.contamination(ledger, manifest["protected_eval_sets"]),
-        "contamination_hits": audit.contamination_hits(ledger),
-        "reason_examples": audit.reason_examples(ledger, withheld_ids=_forgotten_ids(catalog)),
+        "contamination_hits": audit.contamination_hits(ledger, withheld=_forgotten(catalog)),
+        "reason_examples": audit.reason_examples(ledger, withheld=_forgotten(catalog)),
         "quality": _run_quality(catalog.workdir / "runs" / version.run_id),
         "data_quality": {  # versions published before these facts existed hold none
             "label_conflicts": manifest.get("label_conflicts", {}),
@@ -328,10 +328,15 @@ def _text_profile(
     return {"name": name, "digest": digest}, counts, text
 
 
-def _forgotten_ids(catalog: Catalog) -> set[str]:
-    """Record ids that deletion requests name by record id (other kinds cannot be matched
-    against a ledger, which holds no groups or content hashes)."""
-    return {row["value"] for row in deletions.requests(catalog) if row["kind"] == "record_id"}
+def _forgotten(catalog: Catalog) -> pl.Expr | None:
+    """The ledger rows deletion requests name by record id or source (a ledger holds no
+    groups or content hashes: those requests are matched against the shards elsewhere)."""
+    named = [
+        pl.col(row["kind"]) == row["value"]
+        for row in deletions.requests(catalog)
+        if row["kind"] in ("record_id", "source")
+    ]
+    return pl.any_horizontal(named) if named else None
 
 
 def _run_quality(run_dir: Path) -> dict[str, Any] | None:

@@ -320,8 +320,8 @@ def create_app(
         reason: str = "",
         source: str = "",
         flash: str = "",
-        n: int = 0,
-        m: int = 0,
+        n: str = "",
+        sig: str = "",
     ) -> Response:
         if status not in (*review_queue.STATUSES, "all"):
             raise Refused(400, f"status must be one of {', '.join(review_queue.STATUSES)} or all")
@@ -339,6 +339,9 @@ def create_app(
             source=source or None,
         )
         flash_kind, message = BULK_FLASHES.get(flash, (None, None))
+        decided, _, conflicts = n.partition(".")
+        if flash == "bulk_decided" and not _same(sig, sessions.sign("flash", n)):
+            flash_kind = message = None  # counts this server did not sign: a made-up link
         pending_here = (
             [row for row in found if row["status"] == "pending"] if reason and source else []
         )
@@ -346,8 +349,9 @@ def create_app(
             "queue.html",
             request,
             flash_kind=flash_kind,
-            flash=message.format(n=n, m=m) if message else None,
+            flash=message.format(n=decided, m=conflicts) if message else None,
             bulk_pending=len(pending_here),
+            bulk_seen=max((row["id"] for row in pending_here), default=0),
             bulk_setting=review_queue.source_setting(pending_here[0]) if pending_here else None,
             max_note=MAX_NOTE_CHARS,
             items=_masked_all(found[:QUEUE_ROWS], policy),
@@ -458,14 +462,16 @@ def create_app(
             outcome = "label_too_long"
         elif form.get("scope") == "record" and not labelled:
             entry = _item(catalog, item_id)
-            pending = [
+            pending = [  # label conflicts each need their label: decided one by one
                 other["id"]
                 for other in review_queue.record_items(catalog, entry)
                 if other["status"] == "pending"
+                and other["reason"] not in review_queue.LABEL_REASONS
             ]
-            await run_in_threadpool(
+            decided, _ = await run_in_threadpool(
                 review_queue.decide_many, catalog, pending, verdict, reviewer, note
             )
+            await run_in_threadpool(_announce, catalog, verdict, decided)
             outcome = "record_decided"
         else:
             outcome = await run_in_threadpool(
@@ -491,13 +497,19 @@ def create_app(
         elif not note or len(note) > MAX_NOTE_CHARS:
             outcome, decided, conflicts = "bulk_note_missing", [], []
         else:
+            # the items the reviewer saw: none queued after the page was shown
+            seen = int(form["seen"]) if form.get("seen", "").isdigit() else 0
             pending = review_queue.items(catalog, status="pending", reason=reason, source=source)
             decided, conflicts = await run_in_threadpool(
-                review_queue.decide_many, catalog, [row["id"] for row in pending], verdict,
-                reviewer, note,
+                review_queue.decide_many, catalog,
+                [row["id"] for row in pending if row["id"] <= seen], verdict, reviewer, note,
             )  # fmt: skip
+            await run_in_threadpool(_announce, catalog, verdict, decided)
             outcome = "bulk_decided"
-        query = urlencode({**back, "flash": outcome, "n": len(decided), "m": len(conflicts)})
+        counts = f"{len(decided)}.{len(conflicts)}"
+        query = urlencode(
+            {**back, "flash": outcome, "n": counts, "sig": sessions.sign("flash", counts)}
+        )
         return RedirectResponse(f"/?{query}", status_code=303)
 
     return app
@@ -571,6 +583,22 @@ def _decide(
         logger.exception("could not announce the approval of review item %d", item_id)
         sent = False
     return "approved_announced" if sent else "approved_not_announced"
+
+
+def _announce(catalog: Catalog, verdict: str, item_ids: list[int]) -> None:
+    """Tell the release-approved flow about approvals, as a single decision does."""
+    if verdict != "approved" or not item_ids or not os.environ.get("PREFECT_API_URL"):
+        return
+    from flows.release import emit_approved
+
+    by_dataset: dict[str, list[int]] = {}
+    for item_id in item_ids:
+        by_dataset.setdefault(review_queue.item(catalog, item_id)["dataset"], []).append(item_id)
+    for dataset, ids in by_dataset.items():
+        try:
+            emit_approved(dataset, ids)
+        except Exception:  # noqa: BLE001 — the decisions stand; the schedule catches up
+            logger.exception("could not announce the approval of review items %s", ids)
 
 
 def _tally(catalog: Catalog) -> list[dict[str, Any]]:

@@ -420,12 +420,15 @@ _HIT_EVIDENCE = pl.Struct(
 )
 
 
-def contamination_hits(ledger: pl.LazyFrame, limit: int = 50) -> list[dict[str, Any]]:
+def contamination_hits(
+    ledger: pl.LazyFrame, limit: int = 50, withheld: pl.Expr | None = None
+) -> list[dict[str, Any]]:
     """The training records that repeated an evaluation item: the set, the item's id, the
     record's id, the method, the similarity and the matched span (secrets masked), at most
-    `limit`, by set then item."""
+    `limit`, by set then item; none of the records `withheld` matches (deletion requests)."""
     hits = (
         ledger.filter(pl.col("stage") == "contamination", pl.col("terminal"))
+        .filter(~withheld if withheld is not None else pl.lit(True))
         .select("record_id", "action", pl.col("evidence").str.json_decode(_HIT_EVIDENCE).alias("e"))
         .unnest("e")
         .sort("eval_set", "item", "record_id")
@@ -450,15 +453,15 @@ def length_histogram(lengths: pl.Series) -> list[int]:
 
 
 def reason_examples(
-    ledger: pl.LazyFrame, per_reason: int = 3, withheld_ids: set[str] | None = None
+    ledger: pl.LazyFrame, per_reason: int = 3, withheld: pl.Expr | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """A few dropped and quarantined records of each `reason (action)`: record id, source and
     their evidence (already redacted; secrets masked again), the first by record id. A dropped
     record's text is not kept, so the evidence is what shows why; records a deletion request
-    names (`withheld_ids`) are left out."""
+    names (`withheld`, over the ledger's record_id and source) are left out."""
     rows = (
         ledger.filter(pl.col("terminal"), pl.col("action").is_in(["dropped", "quarantined"]))
-        .filter(~pl.col("record_id").is_in(sorted(withheld_ids or ())))
+        .filter(~withheld if withheld is not None else pl.lit(True))
         .sort("reason", "action", "record_id")
         .group_by("reason", "action", maintain_order=True)
         .head(per_reason)

@@ -189,17 +189,20 @@ def _aws_secret_in_context(match: re.Match[str]) -> bool:
     )
 
 
-# A quoted name that is a call's first argument: `setProperty("DB_PASSWORD", …)`.
+# A quoted name that is a call's first argument: `setProperty("DB_PASSWORD", …)`; a keyword
+# argument after it is code.
+_KEYWORD_ARGUMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _CALL_OPENING = re.compile(r"""\(\s*\\?["'][A-Za-z0-9_.\-]*\Z""")
 
 
 def _random_secret(match: re.Match[str]) -> bool:
     value = _value(match)
     name = match.group()[: match.start("v") - match.start()]
-    if "," in name and not _CALL_OPENING.search(
-        match.string, max(0, match.start() - 80), match.start()
-    ):
-        return False  # a list of strings (`"tokens", "symbol2label"`), not a call's arguments
+    if "," in name:  # a call's second argument: `setProperty("DB_PASSWORD", "…")`
+        if not _CALL_OPENING.search(match.string, max(0, match.start() - 80), match.start()):
+            return False  # a list of strings (`"tokens", "symbol2label"`), not a call
+        if _KEYWORD_ARGUMENT.match(value):
+            return False  # `delenv("API_TOKEN", raising=False)`
     return (
         not is_placeholder(value)
         and not _WORDS.fullmatch(value)
@@ -210,10 +213,9 @@ def _random_secret(match: re.Match[str]) -> bool:
 
 
 # An unquoted value that is code or a URL: a call, an index, a template, `a.b.c`, a prefixed
-# string literal (`b'...'`: its quoted part is not found unquoted either), a keyword argument.
+# string literal (`b'...'`: its quoted part is not found unquoted either).
 _CODE_VALUE = re.compile(
     r"[(\[{]|://|^[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+$|^[bBrRuUfF]{1,2}[\"'`]"
-    r"|^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z_]"  # a keyword argument: f("API_TOKEN", raising=False)
 )
 
 
@@ -360,7 +362,11 @@ def _keyed_value(match: re.Match[str]) -> bool:
 def _keyed_rule(token: TokenFormat) -> Rule:
     spellings = token.keyword_spellings
     pattern = f"(?i:{'|'.join(map(re.escape, spellings))})" + _KEYED_NAME_REST + _KEYED_ASSIGN
-    return Rule(token.type, pattern + f"(?P<v>{token.pattern})" + _E, _keyed_value,
+    # a value of base64 ends where no base64 follows: a longer one is not cut short (the
+    # generic rule then reports it whole)
+    b64 = any(not isinstance(part, str) and "+/" in part[0] for part in token.parts)
+    end = r"(?![A-Za-z0-9_\-+/=])" if b64 else _E
+    return Rule(token.type, pattern + f"(?P<v>{token.pattern})" + end, _keyed_value,
                 keywords=spellings)  # fmt: skip
 
 
@@ -488,7 +494,8 @@ def _putty_key(match: re.Match[str]) -> bool:
     return "Private-Lines:" in match.group()
 
 
-# A credential told in a sentence: "my password is …", "the password for the admin account
+# A credential told in a sentence (at most 128 characters: a bound keeps a text of many
+# keywords and no spaces linear): "my password is …", "the password for the admin account
 # was …", "das Passwort lautet …", "mi contraseña es …", "le mot de passe est : …"; also
 # "Kennwort: …" in the other languages (an English `password: …` is an assignment, and
 # `secret key: <sha1>` in a changelog is not a key). The value ends before the sentence's
@@ -502,7 +509,7 @@ _TOLD_FOR = r"(?:[ \t]+(?i:for|of|to|für|von|zu|para|de|del|pour|du)(?:[ \t]+[^
 _TOLD_VERB = r"[ \t]+(?i:is|was|ist|lautet|war|es|era|est|était)[ \t]*:?"
 _TOLD_VALUE = (
     r"""[ \t]*["'`“”«»„]?[ \t]*"""
-    r"""(?P<v>[^\s"'`“”«»]{5,}?[^\s"'`“”«».,!?;:)])(?=[.,!?;:)"'`“”«»]*(?:\s|$))"""
+    r"""(?P<v>[^\s"'`“”«»]{5,127}?[^\s"'`“”«».,!?;:)])(?=[.,!?;:)"'`“”«»]*(?:\s|$))"""
 )
 _TOLD = (
     rf"(?:(?i:{'|'.join(map(re.escape, _TOLD_NAMES_EN))}){_TOLD_FOR}{_TOLD_VERB}"
@@ -605,7 +612,7 @@ RULES: tuple[Rule, ...] = (
          _SECRET_NAME + _ASSIGN + _BARE_VALUE, _random_bare_secret, _SECRET_NAME_ANCHORS),
     Rule("generic_secret_assignment",  # an XML element, the value on its line or the next
          f"(?i:{'|'.join(map(re.escape, _XML_CLOSERS))})"
-         r"[ \t\r\n]*(?P<v>[^<\s]{8,})[ \t\r\n]*</", _xml_secret, keywords=_XML_CLOSERS),
+         r"[ \t\r\n]*(?P<v>[^<\s]{8,512})[ \t\r\n]*</", _xml_secret, keywords=_XML_CLOSERS),
     Rule("generic_secret_assignment",  # <add key="DbPassword" value="…"/>
          r"""(?i:key|name)=(?P<q>["'])(?P<n>[A-Za-z0-9_.\-:]{1,60})(?P=q)[ \t\r\n]+"""
          r"""(?i:value)=(?P<q2>["'])(?P<v>[^"'\s<>]{8,})(?P=q2)""", _attribute_pair_secret,

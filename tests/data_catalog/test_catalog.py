@@ -176,6 +176,7 @@ def test_a_work_folder_without_its_pointer_gets_one_and_a_stranger_file_is_not_r
     pointer.mkdir()  # someone's own folder of that name
     with pytest.raises(DataError, match="move it away"):
         catalog.point_latest("sms")
+    catalog.refresh_latest("sms")  # what commits and runs call: a warning, not a failure
     assert pointer.is_dir() and not pointer.is_symlink()
 
 
@@ -189,3 +190,27 @@ def test_on_object_storage_latest_is_a_file_holding_the_hash(tmp_path, sms_spam)
     assert (UPath(location) / "sms" / "latest").read_text() == version.dataset_hash + "\n"
     catalog.withdraw(version.dataset_hash, "wrong data")
     assert not (UPath(location) / "sms" / "latest").exists()
+
+
+def test_a_card_written_into_another_versions_folder_leaves_its_shards_alone(tmp_path, sms_spam):
+    from data_catalog.dataset_cards import _link_shards
+
+    catalog = Catalog.open(tmp_path / "work")
+    first_staged, cfg = stage(tmp_path, sms_spam, stop=100)
+    first, _ = catalog.commit(first_staged, cfg.source_list)
+    second_staged, cfg = stage(tmp_path, sms_spam, stop=150, run_id="run-2")
+    second, _ = catalog.commit(second_staged, cfg.source_list)
+    own = [shard["path"] for shard in catalog.shards(first.dataset_hash)]
+    folder = catalog.version_path(second)
+    shards = sorted((folder / "data").rglob("*.parquet"))
+    before = {path: path.read_bytes() for path in shards}
+    # `thresher catalog card FIRST --out <second's folder>`: same shard names, kept as they are
+    _link_shards(catalog.version_path(first), own, folder)
+    assert all(not path.is_symlink() and path.read_bytes() == before[path] for path in shards)
+    # elsewhere, the card gets links to its own version's shards
+    elsewhere = tmp_path / "cards"
+    _link_shards(catalog.version_path(first), own, elsewhere)
+    links = sorted((elsewhere / "data").rglob("*.parquet"))
+    assert len(links) == len(own) and all(path.is_symlink() for path in links)
+    target = catalog.version_path(first).resolve()
+    assert all(path.resolve().is_relative_to(target) for path in links)

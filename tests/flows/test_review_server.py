@@ -497,8 +497,9 @@ def test_a_records_items_share_one_page_and_source_level_reasons_are_decided_in_
 
     listing = client.get("/?status=pending&source=mail&reason=license_unknown").text
     assert "Approve all 2" in listing and "policy.licenses.classes" in unescape(listing)
+    seen = re.search(r'name="seen" value="(\d+)"', listing).group(1)
     bulk = {"csrf": form_token(listing), "source": "mail", "reason": "license_unknown",
-            "decision": "rejected", "note": "not our terms"}  # fmt: skip
+            "decision": "rejected", "note": "not our terms", "seen": seen}  # fmt: skip
     done = client.post("/bulk", data=bulk)
     assert "2 item(s) decided with your note; 0 were already decided." in unescape(done.text)
     remaining = [i for i in license_items if i != license_of_m1]
@@ -512,6 +513,9 @@ def test_a_records_items_share_one_page_and_source_level_reasons_are_decided_in_
     assert ids_by(catalog, status="pending") == []
     page = client.get(f"/items/{license_of_m1}").text
     assert 'id="no-next"' in page
+    # counts in a link this server did not sign are not shown
+    forged = client.get("/?flash=bulk_decided&n=1000.0&sig=0").text
+    assert "decided with your note" not in forged
     # a bulk decision needs a source and a reason, and a note
     refused = client.post("/bulk", data={**bulk, "source": ""})
     assert "Choose a source and a reason first" in unescape(refused.text)

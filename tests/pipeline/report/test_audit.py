@@ -148,7 +148,7 @@ def test_reason_examples_show_redacted_evidence_and_leave_out_forgotten_records(
             "terminal": [True] * 5,
         }
     )
-    examples = audit.reason_examples(ledger, per_reason=2, withheld_ids={"r1"})
+    examples = audit.reason_examples(ledger, per_reason=2, withheld=pl.col("record_id") == "r1")
     assert [e["record_id"] for e in examples["too_short (dropped)"]] == ["r2", "r3"]
     [hit] = examples["contaminated_eval (dropped)"]
     assert "<SECRET:github_token>" in hit["evidence"] and token not in hit["evidence"]

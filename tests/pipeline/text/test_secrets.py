@@ -629,3 +629,22 @@ def test_the_repository_holds_no_live_looking_credential():
         ("bench/README.md", "generic_secret_assignment"),
     }
     assert found <= allowed, found - allowed
+
+
+@pytest.mark.parametrize(
+    "text", ["DB_PASSWORD=Xk9v2=Lq8Zt3Wp", "API_TOKEN=Xk9v2Lq8Zt3Wp=abQ7", "secret=k8Jq2=Zp0Lm9Xw"]
+)
+def test_an_unquoted_value_holding_name_equals_is_still_a_secret(text):
+    value = text.split("=", 1)[1]
+    assert [(f["start"], f["end"]) for f in _findings([text])] == [
+        (len(text) - len(value), len(text))
+    ]
+
+
+def test_a_keyed_base64_value_longer_than_its_format_is_masked_whole():
+    rng = random.Random(1)
+    token = "".join(rng.choice(B64) for _ in range(1600))  # past aws_session_token's 1,200
+    text = "AWS_SESSION_TOKEN=" + token
+    [finding] = _findings([text])
+    assert (finding["start"], finding["end"]) == (18, len(text))
+    assert token not in mask_secrets(text, [finding])
