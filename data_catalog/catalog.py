@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -318,8 +319,6 @@ class Catalog:
         try:
             self.point_latest(name)
         except Exception as error:  # noqa: BLE001
-            import logging
-
             logging.getLogger("thresher").warning(
                 "the `latest` pointer of %s was not updated: %s", name, error
             )

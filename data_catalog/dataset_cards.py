@@ -92,8 +92,8 @@ def write_cards(catalog: Catalog, version: VersionRecord, out_dir: Path) -> dict
     Croissant readers resolve under the card's folder: so that the card reads its records
     wherever it is written (the report folder, a folder of `thresher card --out`), `out_dir`
     gets a `data/` tree of relative links to the version's shards where the version is on a
-    local disk. A version on object storage has no local shards to link: its card is read
-    from a copy beside the shards (`thresher card HASH --out <the version's URL>`)."""
+    local disk. A version on object storage has no local shards to link: mlcroissant reads
+    its records from a local copy of the version with the card written into it."""
     facts = card_facts(catalog, version)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"croissant": out_dir / CROISSANT_FILE, "datasheet": out_dir / DATASHEET_FILE}

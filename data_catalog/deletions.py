@@ -109,9 +109,9 @@ def request_match(kind: str, value: str) -> pl.Expr:
     return pl.col(DELETION_KINDS[kind]) == value
 
 
-def any_request_match(catalog: Catalog) -> pl.Expr | None:
-    """The published records any request names (None: no request)."""
-    matches = [request_match(row["kind"], row["value"]) for row in requests(catalog)]
+def any_request_match(requested: list[dict[str, Any]]) -> pl.Expr | None:
+    """The published records any of the requests (`requests(catalog)`) names (None: none)."""
+    matches = [request_match(row["kind"], row["value"]) for row in requested]
     return pl.any_horizontal(matches) if matches else None
 
 

@@ -131,6 +131,8 @@ def version_report(
     records = pl.concat(list(published.splits.values())) if published.splits else None
     splits = audit.split_figures(published.splits)
     tokenizer, tokens, text = _text_profile(published, version.dataset_hash, previous)
+    requested = deletions.requests(catalog)  # examples of these records are not shown
+    forgotten = _forgotten(requested)
     for name, figures in splits.items():
         figures["tokens"] = tokens.get(name, 0)
     return {
@@ -141,7 +143,7 @@ def version_report(
         "run_id": version.run_id,
         "error": None,
         "dedup": audit.dedup_clusters(
-            ledger, records, withheld=deletions.any_request_match(catalog)
+            ledger, records, withheld=deletions.any_request_match(requested)
         )
         if records is not None
         else None,
@@ -150,8 +152,8 @@ def version_report(
         "tokenizer": tokenizer,
         "text": text,
         "contamination": audit.contamination(ledger, manifest["protected_eval_sets"]),
-        "contamination_hits": audit.contamination_hits(ledger, withheld=_forgotten(catalog)),
-        "reason_examples": audit.reason_examples(ledger, withheld=_forgotten(catalog)),
+        "contamination_hits": audit.contamination_hits(ledger, withheld=forgotten),
+        "reason_examples": audit.reason_examples(ledger, withheld=forgotten),
         "quality": _run_quality(catalog.workdir / "runs" / version.run_id),
         "data_quality": {  # versions published before these facts existed hold none
             "label_conflicts": manifest.get("label_conflicts", {}),
@@ -257,6 +259,7 @@ def _common(
         }
         for source in sources
     ]
+    counted = audit.terminal_counts(ledger)
     return {
         "format": FORMAT,
         "name": name,
@@ -265,8 +268,8 @@ def _common(
         "funnel": audit.funnel(ledger, records_in),
         "reasons": audit.by_reason(ledger),
         "blocked": audit.blocked_types(ledger),
-        "sources": audit.source_table(ledger, declared),
-        "drops_by_source": audit.drops_by_source(ledger),
+        "sources": audit.source_table(counted, declared),
+        "drops_by_source": audit.drops_by_source(counted),
     }
 
 
@@ -290,58 +293,50 @@ def _text_profile(
 
     tokenizer, digest = minilm_word_pieces()
     counts = dict.fromkeys(published.split_names, 0)
-    lengths: list[pl.DataFrame] = []
+    text: dict[str, Any] = {"edges": audit.LENGTH_EDGES, "by_split": {}, "by_source": {}}
     for shard in published.manifest["shards"]:  # one shard's texts in memory at a time
         texts = storage.scan_parquet([published.path / shard["path"]]).select("text", "source")
-        for batch in texts.collect().iter_slices(4096):
+        for batch in texts.collect().iter_slices(4096):  # histograms added up batch by batch
             encoded = tokenizer.encode_batch(batch["text"].to_list(), add_special_tokens=False)
-            tokens = pl.Series("tokens", [len(t.ids) for t in encoded], dtype=pl.Int64)
-            counts[shard["split"]] += int(tokens.sum())
-            lengths.append(
-                batch.select(
-                    pl.lit(shard["split"]).alias("split"),
-                    "source",
-                    pl.col("text").str.len_chars().cast(pl.Int64).alias("chars"),
-                ).with_columns(tokens)
+            lengths = batch.select(
+                "source",
+                pl.col("text").str.len_chars().cast(pl.Int64).alias("chars"),
+                pl.Series("tokens", [len(t.ids) for t in encoded], dtype=pl.Int64),
             )
-    frame = (
-        pl.concat(lengths)
-        if lengths
-        else pl.DataFrame(
-            schema={"split": pl.String, "source": pl.String, "chars": pl.Int64, "tokens": pl.Int64}
-        )
-    )
-    text = {
-        "edges": audit.LENGTH_EDGES,
-        **{
-            f"by_{key}": {
-                str(group): {
-                    measure: audit.length_histogram(part[measure])
-                    for measure in ("chars", "tokens")
-                }
-                for (group,), part in frame.group_by(key, maintain_order=True)
-            }
-            for key in ("split", "source")
-        },
-    }
+            counts[shard["split"]] += int(lengths["tokens"].sum())
+            _add_lengths(text["by_split"], shard["split"], lengths)
+            for (source,), part in lengths.group_by("source", maintain_order=True):
+                _add_lengths(text["by_source"], str(source), part)
     name = "minilm (the WordPiece tokenizer of all-MiniLM-L6-v2)"
     return {"name": name, "digest": digest}, counts, text
 
 
-def _forgotten(catalog: Catalog) -> pl.Expr | None:
-    """The ledger rows deletion requests name by record id or source (a ledger holds no
-    groups or content hashes: those requests are matched against the shards elsewhere)."""
+def _add_lengths(histograms: dict[str, dict], group: str, lengths: pl.DataFrame) -> None:
+    """Add `lengths`' characters and tokens to `group`'s histograms."""
+    found = histograms.setdefault(group, {"chars": None, "tokens": None})
+    for measure in ("chars", "tokens"):
+        counts = audit.length_histogram(lengths[measure])
+        found[measure] = (
+            counts
+            if found[measure] is None
+            else [a + b for a, b in zip(found[measure], counts, strict=True)]
+        )
+
+
+def _forgotten(requested: list[dict[str, Any]]) -> pl.Expr | None:
+    """The ledger rows the deletion requests name by record id or source (a ledger holds no
+    groups or content hashes: those requests are matched against the shards instead)."""
     named = [
         pl.col(row["kind"]) == row["value"]
-        for row in deletions.requests(catalog)
+        for row in requested
         if row["kind"] in ("record_id", "source")
     ]
     return pl.any_horizontal(named) if named else None
 
 
 def _run_quality(run_dir: Path) -> dict[str, Any] | None:
-    """Languages and quality drops as the run's summary counted them (all sources together:
-    records carry no language column yet)."""
+    """Languages (in all and per source) and quality drops as the run's summary counted
+    them; None for a run without a summary."""
     summary = run_dir / "summary.json"
     if not summary.exists():
         return None

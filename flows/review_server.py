@@ -468,10 +468,7 @@ def create_app(
                 if other["status"] == "pending"
                 and other["reason"] not in review_queue.LABEL_REASONS
             ]
-            decided, _ = await run_in_threadpool(
-                review_queue.decide_many, catalog, pending, verdict, reviewer, note
-            )
-            await run_in_threadpool(_announce, catalog, verdict, decided)
+            await run_in_threadpool(_decide_all, catalog, pending, verdict, reviewer, note)
             outcome = "record_decided"
         else:
             outcome = await run_in_threadpool(
@@ -501,10 +498,9 @@ def create_app(
             seen = int(form["seen"]) if form.get("seen", "").isdigit() else 0
             pending = review_queue.items(catalog, status="pending", reason=reason, source=source)
             decided, conflicts = await run_in_threadpool(
-                review_queue.decide_many, catalog,
-                [row["id"] for row in pending if row["id"] <= seen], verdict, reviewer, note,
+                _decide_all, catalog, [row["id"] for row in pending if row["id"] <= seen],
+                verdict, reviewer, note,
             )  # fmt: skip
-            await run_in_threadpool(_announce, catalog, verdict, decided)
             outcome = "bulk_decided"
         counts = f"{len(decided)}.{len(conflicts)}"
         query = urlencode(
@@ -574,31 +570,38 @@ def _decide(
         return "conflict"
     if verdict == "rejected" or not os.environ.get("PREFECT_API_URL"):
         return verdict
-    from flows.release import emit_approved
-
-    dataset = review_queue.item(catalog, item_id)["dataset"]
-    try:
-        sent = emit_approved(dataset, [item_id])
-    except Exception:  # noqa: BLE001 — the decision stands; the schedule catches up
-        logger.exception("could not announce the approval of review item %d", item_id)
-        sent = False
-    return "approved_announced" if sent else "approved_not_announced"
+    announced = _announce(catalog, verdict, [item_id])
+    return "approved_announced" if announced else "approved_not_announced"
 
 
-def _announce(catalog: Catalog, verdict: str, item_ids: list[int]) -> None:
-    """Tell the release-approved flow about approvals, as a single decision does."""
+def _decide_all(
+    catalog: Catalog, item_ids: list[int], verdict: str, reviewer: str, note: str
+) -> tuple[list[int], list[int]]:
+    """Decide several items with one note, then announce the approvals: (decided, already
+    decided by someone else)."""
+    decided, conflicts = review_queue.decide_many(catalog, item_ids, verdict, reviewer, note)
+    _announce(catalog, verdict, decided)
+    return decided, conflicts
+
+
+def _announce(catalog: Catalog, verdict: str, item_ids: list[int]) -> bool:
+    """Tell the release-approved flow about approvals (by dataset); whether every one was
+    announced. A failure is logged: the decisions stand and the schedule catches up."""
     if verdict != "approved" or not item_ids or not os.environ.get("PREFECT_API_URL"):
-        return
+        return False
     from flows.release import emit_approved
 
     by_dataset: dict[str, list[int]] = {}
     for item_id in item_ids:
         by_dataset.setdefault(review_queue.item(catalog, item_id)["dataset"], []).append(item_id)
+    sent = True
     for dataset, ids in by_dataset.items():
         try:
-            emit_approved(dataset, ids)
-        except Exception:  # noqa: BLE001 — the decisions stand; the schedule catches up
+            sent = emit_approved(dataset, ids) and sent
+        except Exception:  # noqa: BLE001
             logger.exception("could not announce the approval of review items %s", ids)
+            sent = False
+    return sent
 
 
 def _tally(catalog: Catalog) -> list[dict[str, Any]]:

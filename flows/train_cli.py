@@ -81,14 +81,11 @@ def print_summary(summary: dict[str, Any], out: Console) -> None:
 
 def records_used(records: dict[str, Any]) -> str:
     """`train 32 (104 skipped: no label 104), validation 8, test 9`."""
-    parts = []
-    for split in ("train", "validation", "test"):
-        if split not in records:
-            continue
-        skipped = {r: n for r, n in records.get("skipped_by", {}).get(split, {}).items() if n}
-        why = ", ".join(f"{reason} {n}" for reason, n in skipped.items())
-        parts.append(
-            f"{split} {records[split]}"
-            + (f" ({sum(skipped.values())} skipped: {why})" if why else "")
-        )
-    return ", ".join(parts)
+    from training.data import skipped_text
+
+    skipped_by = records.get("skipped_by", {})
+    return ", ".join(
+        f"{split} {records[split]}{skipped_text(skipped_by.get(split, {}))}"
+        for split in ("train", "validation", "test")
+        if split in records
+    )

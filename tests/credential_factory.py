@@ -211,7 +211,7 @@ SECRET_BUILDERS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
         _chars(r, 1, string.ascii_letters) + _chars(r, 15, r.choice([ALNUM, MIXED + "@#"])),
         "@db.internal:5432/main",
     ),
-    "putty_private_key": lambda r: _putty_key(r),
+    "putty_private_key": _putty_key,
     "basic_auth_header": lambda r: (
         r.choice(
             ["Authorization: Basic ", "curl -H 'Authorization: Basic ", '"authorization": "Basic ']

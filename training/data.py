@@ -42,6 +42,13 @@ class Example:
     label: str | None
 
 
+def skipped_text(skipped_by: dict[str, int]) -> str:
+    """` (104 skipped: no label 104)`, or "" when nothing was skipped."""
+    reasons = {reason: n for reason, n in skipped_by.items() if n}
+    why = ", ".join(f"{reason} {n}" for reason, n in reasons.items())
+    return f" ({sum(reasons.values())} skipped: {why})" if reasons else ""
+
+
 class SplitStream:
     """One split of a version: its eligible rows, readable by global position."""
 
@@ -93,8 +100,7 @@ class SplitStream:
 
     def described(self) -> str:
         """`32 records (104 skipped: no label 104)`."""
-        reasons = ", ".join(f"{reason} {n}" for reason, n in self.skipped_by.items() if n)
-        return f"{len(self)} records" + (f" ({self.skipped} skipped: {reasons})" if reasons else "")
+        return f"{len(self)} records{skipped_text(self.skipped_by)}"
 
     def order(self, seed: int, epoch: int, window: int) -> np.ndarray:
         """Global positions in this epoch's order: row groups shuffled, then rows per window."""

@@ -429,18 +429,15 @@ class Trainer:
             f"micro-batch {self.progress.position} of the epoch)"
         )
 
-    def lr_schedule(self, points: int = 2_000) -> list[tuple[int, float]]:
-        """(optimizer step, the learning rate it uses) at about `points` steps spread over
-        the run, its last step included: step k (1-based, as the history counts) uses the
-        multiplier of k - 1."""
-        stride = max(1, -(-self.total_steps // points))
-        steps = [*range(1, self.total_steps + 1, stride)]
-        if steps and steps[-1] != self.total_steps:
-            steps.append(self.total_steps)
+    def lr_schedule(self) -> list[tuple[int, float]]:
+        """(optimizer step, the learning rate it uses) at the steps the loss-curve picture
+        draws: step k (1-based, as the history counts) uses the multiplier of k - 1."""
+        from training.plots import thinned_steps
+
         return [
             (step, self.cfg.lr * lr_multiplier(step - 1, self.warmup_steps, self.total_steps,
                                                self.cfg.min_lr_ratio))
-            for step in steps
+            for step in thinned_steps(self.total_steps)
         ]  # fmt: skip
 
     def _say(self, message: str) -> None:

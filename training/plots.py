@@ -11,16 +11,21 @@ MARKERS_UP_TO = 60  # points in a series: fewer get a marker each (a 2-step run 
 SCHEDULE_POINTS = 2_000  # the schedule drawn with at most this many points
 
 
+def thinned_steps(total: int, points: int = SCHEDULE_POINTS) -> list[int]:
+    """About `points` of the steps 1..`total`, evenly spaced, the last one included."""
+    steps = [*range(1, total + 1, max(1, -(-total // points)))]
+    if steps and steps[-1] != total:
+        steps.append(total)
+    return steps
+
+
 def curve_data(
     history: list[dict[str, Any]], schedule: list[tuple[int, float]]
 ) -> dict[str, list[tuple[int, float]]]:
     """The series the picture draws: (step, value) of the train and validation losses, the
     learning rate at every step (thinned to SCHEDULE_POINTS, the last step kept), and the
     rates the logged steps used."""
-    stride = max(1, -(-len(schedule) // SCHEDULE_POINTS))
-    thinned = schedule[::stride]
-    if schedule and thinned[-1] != schedule[-1]:
-        thinned.append(schedule[-1])
+    thinned = [schedule[i - 1] for i in thinned_steps(len(schedule))]
     return {
         "train_loss": [
             (e["step"], e["train_loss"]) for e in history if e.get("train_loss") is not None

@@ -249,13 +249,13 @@ def redacted_excerpts(texts: list[str | None]) -> list[str]:
 
 
 def split_figures(splits: dict[str, pl.LazyFrame]) -> dict[str, dict[str, Any]]:
-    """Records, groups, sources, labels and time range per split, with records per month."""
+    """Records, groups, sources, labels and time range per split."""
     figures = {}
     for name in SPLITS:
         frame = splits.get(name)
         if frame is None:
             figures[name] = {
-                "records": 0, "groups": 0, "first": None, "last": None, "labels": {}, "months": {},
+                "records": 0, "groups": 0, "first": None, "last": None, "labels": {},
                 "synthetic": 0, "synthetic_share": 0.0, "augmented": 0,
             }  # fmt: skip
             continue
@@ -285,13 +285,6 @@ def split_figures(splits: dict[str, pl.LazyFrame]) -> dict[str, dict[str, Any]]:
             .collect()
             .row(0, named=True)
         )
-        months = (
-            frame.filter(pl.col("timestamp").is_not_null())
-            .group_by(pl.col("timestamp").dt.strftime("%Y-%m").alias("month"))
-            .len()
-            .sort("month")
-            .collect()
-        )
         labels = frame.group_by("label").len().sort("label", nulls_last=True).collect()
         figures[name] = {
             "records": row["records"],
@@ -299,7 +292,6 @@ def split_figures(splits: dict[str, pl.LazyFrame]) -> dict[str, dict[str, Any]]:
             "first": row["first"].isoformat() if row["first"] else None,
             "last": row["last"].isoformat() if row["last"] else None,
             "labels": {str(label): n for label, n in labels.iter_rows()},
-            "months": dict(months.iter_rows()),
             "synthetic": row["synthetic"],
             "synthetic_share": round(row["synthetic"] / row["records"], 4)
             if row["records"]
@@ -345,13 +337,22 @@ def contamination(ledger: pl.LazyFrame, protected: list[dict[str, Any]]) -> dict
     return found
 
 
-def source_table(ledger: pl.LazyFrame, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each declared source with its terms and where its records ended."""
-    counted = ledger.filter(pl.col("terminal")).group_by("source", "action").len().collect()
+def terminal_counts(ledger: pl.LazyFrame) -> pl.DataFrame:
+    """Records per source, terminal action and reason (`len`): what `source_table` and
+    `drops_by_source` read, in one pass over the ledger."""
+    return ledger.filter(pl.col("terminal")).group_by("source", "action", "reason").len().collect()
+
+
+def source_table(counted: pl.DataFrame, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each declared source with its terms and where its records ended (`counted`:
+    `terminal_counts`)."""
     rows = []
     for source in sources:
         ends = dict(
-            counted.filter(pl.col("source") == source["name"]).select("action", "len").iter_rows()
+            counted.filter(pl.col("source") == source["name"])
+            .group_by("action")
+            .agg(pl.col("len").sum())
+            .iter_rows()
         )
         ended = {action: ends.get(action, 0) for action in reasons.TERMINAL_ACTIONS}
         rows.append({**source, "records_in": sum(ended.values()), **ended})
@@ -394,17 +395,16 @@ def version_diff(parent: pl.LazyFrame | None, current: pl.LazyFrame) -> dict[str
     }
 
 
-def drops_by_source(ledger: pl.LazyFrame) -> dict[str, dict[str, int]]:
-    """Per source, its dropped and quarantined records by `reason (action)`."""
-    counted = (
-        ledger.filter(pl.col("terminal"), pl.col("action").is_in(["dropped", "quarantined"]))
-        .group_by("source", "reason", "action")
-        .len()
+def drops_by_source(counted: pl.DataFrame) -> dict[str, dict[str, int]]:
+    """Per source, its dropped and quarantined records by `reason (action)` (`counted`:
+    `terminal_counts`), the most first."""
+    drops = (
+        counted.filter(pl.col("action").is_in(["dropped", "quarantined"]))
+        .select("source", "reason", "action", "len")
         .sort("source", "len", "reason", descending=[False, True, False])
-        .collect()
     )
     found: dict[str, dict[str, int]] = {}
-    for source, reason, action, count in counted.iter_rows():
+    for source, reason, action, count in drops.iter_rows():
         found.setdefault(source, {})[f"{reason} ({action})"] = count
     return found
 

@@ -277,10 +277,9 @@ _E = r"(?![A-Za-z0-9_\-])"
 # `var apiKey string =`); the name may be quoted (also escaped inside a JSON string:
 # `{\"api_key\": \"…\"}`) or an index (`os.environ["API_KEY"] =`, `ENV["TOKEN"] =`), and a
 # quoted name may be a call's first argument (`System.setProperty("DB_PASSWORD", "…")`).
-_ASSIGN = (
-    r"""(?:\\?["'])?\]?(?:[ \t]*:?[ \t]*(?:string|String|str)\b)?[ \t]*"""
-    r"(?:=>|:::=|::=|:=|\?\?=|\?=|\+=|\.=|=|:|(?<=[\"'])[ \t]*,)[ \t]*"
-)
+_NAME_END = r"""(?:\\?["'])?\]?(?:[ \t]*:?[ \t]*(?:string|String|str)\b)?"""
+_OPERATORS = r"=>|:::=|::=|:=|\?\?=|\?=|\+=|\.=|=|:"
+_ASSIGN = _NAME_END + rf"""[ \t]*(?:{_OPERATORS}|(?<=[\"'])[ \t]*,)[ \t]*"""
 # The name must end with the secret word: DB_PASSWORD, client_secret, but not token_type.
 _SECRET_NAME = (
     r"(?i:passwords?|passwd|pwd|passphrase|secrets?|api[_\-]?keys?|apikeys?|access[_\-]?keys?"
@@ -338,9 +337,7 @@ _AWS_SECRET_WORDS = (
 # flag's space (`--datadog-api-key …`), then an optional quote (escaped inside JSON too).
 _KEYED_NAME_REST = r"[A-Za-z0-9_.\-]{0,40}?"
 _KEYED_ASSIGN = (
-    r"""(?:\\?["'])?\]?(?:[ \t]*:?[ \t]*(?:string|String|str)\b)?"""
-    r"(?:[ \t]*(?:=>|:::=|::=|:=|\?\?=|\?=|\+=|\.=|=|:|>|,)[ \t\r\n]*|[ \t]+)"
-    r"""(?:\\?["'`])?"""
+    _NAME_END + rf"(?:[ \t]*(?:{_OPERATORS}|>|,)[ \t\r\n]*|[ \t]+)" + r"""(?:\\?["'`])?"""
 )
 # The name must say it holds a credential (`DATADOG_API_KEY`, `twilioAuthToken`), so that an
 # id next to a provider's name (`datadog trace_id: <hex>`, `heroku app: <uuid>`) is not one.
@@ -427,11 +424,14 @@ def _named_as_fixture(match: re.Match[str]) -> bool:
     return any(word.lower() in _FIXTURE_WORDS for word in _NAME_SEGMENT.findall(name))
 
 
+_ENDS_WITH_SECRET_NAME = re.compile(_SECRET_NAME + r"\Z")
+
+
 def _element_name_is_secret(match: re.Match[str]) -> bool:
     """`<dbPassword>`, `<api_key>`, not `<monkey>` or `<keys>` of a dictionary."""
     opening = match.string.rfind("<", max(0, match.start() - 60), match.start())
     name = match.string[opening + 1 : match.start("v")].rstrip(" \t\r\n>")
-    return opening >= 0 and re.search(_SECRET_NAME + r"\Z", name) is not None
+    return opening >= 0 and _ENDS_WITH_SECRET_NAME.search(name) is not None
 
 
 def _xml_secret(match: re.Match[str]) -> bool:
@@ -440,7 +440,7 @@ def _xml_secret(match: re.Match[str]) -> bool:
 
 def _attribute_pair_secret(match: re.Match[str]) -> bool:
     """`<add key="DbPassword" value="…"/>`: the key attribute names a secret."""
-    return re.search(_SECRET_NAME + r"\Z", match.group("n")) is not None and _random_secret(match)
+    return _ENDS_WITH_SECRET_NAME.search(match.group("n")) is not None and _random_secret(match)
 
 
 def _told_secret(match: re.Match[str]) -> bool:
@@ -590,8 +590,8 @@ RULES: tuple[Rule, ...] = (
          r"""curl[ \t](?:[^\n]{0,200}?[ \t])?(?:-u|--user)[ \t]*["']?(?P<user>[^:\s"']{1,64}):"""
          r"""(?P<v>[^\s"']{1,128})""", _command_password, keywords=("curl ", "curl\t")),
     Rule("command_line_password",  # mysql -p<password>, with no space
-         r"""mysql(?:dump|admin|sh)?\b[^\n]{0,200}?[ \t]-p(?P<v>[^\s"'\-][^\s"']{3,127})"""
-        , _command_password, keywords=("mysql",)),
+         r"""mysql(?:dump|admin|sh)?\b[^\n]{0,200}?[ \t]-p(?P<v>[^\s"'\-][^\s"']{3,127})""",
+         _command_password, keywords=("mysql",)),
     Rule("url_credential_parameter",  # signed URLs: Azure SAS `sig=`, S3/GCS `X-Amz-Signature=`
          r"(?<=[?&])(?i:sig|x-amz-signature|x-goog-signature)=(?P<v>[A-Za-z0-9%._~+/\-]{16,})"
          r"(?![A-Za-z0-9%._~+/=\-])", _bearer_token,

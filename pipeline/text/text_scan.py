@@ -56,8 +56,8 @@ class Rule:
       it. Both give exactly the matches of `finditer`.
 
     A third, `literal`, keeps the rule out of the alternation: the rows holding any rule's
-    literal are picked by one Aho-Corasick pass instead (provider tokens: a hundred literal
-    prefixes cost the alternation's lazy DFA 4x its time, an Aho-Corasick pass almost none).
+    literal are picked by a pass of their own, an alternation of literals only (provider
+    tokens: a hundred literal prefixes cost the rules' alternation's lazy DFA 4x its time).
     `keywords` do the same ignoring ASCII case, for a pattern that starts with one of them
     (lowercase): they are then its anchors too (provider keys found after a name holding the
     provider's name: `DATADOG_API_KEY=…`)."""
@@ -75,6 +75,8 @@ class Rule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compiled", re.compile(self.pattern, re.ASCII))
+        if self.keywords and not self.anchors:  # the pattern starts with one: its anchors
+            object.__setattr__(self, "anchors", self.keywords)
         if self.pivot and (self.pivot[0] in self.pivot_run or self.pivot_reach < 1):
             raise ValueError(f"{self.type}: a pivot needs a reach and a run without it")
 
@@ -105,7 +107,7 @@ class Rule:
     def _matches(self, text: str, lowered: str | None) -> Iterator[re.Match[str]]:
         if self.pivot:
             return self._pivot_matches(text)
-        if not (self.anchors or self.keywords):
+        if not self.anchors:
             return self.compiled.finditer(text)
         if lowered is None:
             lowered = text.lower()
@@ -115,11 +117,7 @@ class Rule:
 
     def _anchored_matches(self, text: str, lowered: str) -> Iterator[re.Match[str]]:
         starts = sorted(
-            {
-                m.start()
-                for a in self.anchors or self.keywords
-                for m in re.finditer(re.escape(a), lowered)
-            }
+            {m.start() for a in self.anchors for m in re.finditer(re.escape(a), lowered)}
         )
         end = 0
         for start in starts:
@@ -210,7 +208,7 @@ class SpanScanner:
                 in_groups = range(groups.height)
             for group in in_groups:
                 text = group_texts[group]
-                if (rule.anchors or rule.keywords) and group not in lowered:
+                if rule.anchors and group not in lowered:
                     lowered[group] = text.lower()
                 found = hits[group]
                 for start, end in rule.findings(text, lowered.get(group)):
@@ -241,7 +239,11 @@ class SpanScanner:
         frame = pl.DataFrame({"text": texts.cast(pl.String)}).with_row_index("index")
         # The two passes as two columns of one `with_columns`: polars runs them in parallel.
         passes = frame.with_columns(
-            pl.col("text").str.contains(self.candidate_pattern).alias("alternation"),
+            (
+                pl.col("text").str.contains(self.candidate_pattern)
+                if self.candidate_pattern
+                else pl.lit(False)
+            ).alias("alternation"),
             (
                 pl.col("text").str.contains(self.words_pattern)
                 if self.words_pattern

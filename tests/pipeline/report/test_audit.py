@@ -123,7 +123,7 @@ def test_length_histograms_and_drops_by_source():
             "terminal": [True] * 5,
         }
     )
-    assert audit.drops_by_source(ledger) == {
+    assert audit.drops_by_source(audit.terminal_counts(ledger)) == {
         "a": {"exact_duplicate (dropped)": 2, "secret_detected (quarantined)": 1},
         "b": {"too_short (dropped)": 1},
     }
