@@ -245,7 +245,7 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
     for part, task_result in zip(parts, read, strict=True):
         per_source[part.source]["records_in"] += task_result["records_in"]
     events = pl.scan_parquet(plan.ledger_dir / f"{STAGES['ingest'].ledger_part}*.parquet")
-    stats = ingest_stats(per_source, events.select("source").collect(), parts)
+    stats = ingest_stats(per_source, events.select("source", "action").collect(), parts)
     for warning in stats["warnings"]:
         get_run_logger().warning("ingest: %s", warning)
     get_run_logger().info(

@@ -197,7 +197,7 @@ def _read(path: Path, source) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
         for name, option in ((fields.text, "--text-field"), (fields.id, "--id-field")):
             if name is not None and (name not in raw.columns or readable[name].is_null().all()):
                 fail(f"{path}: no row has a field {name!r}; pass the right one with {option}")
-    good, events = to_records(raw, source)
+    good, events, _ = to_records(raw, source)
     indexes = raw.select("_location", pl.int_range(pl.len(), dtype=pl.Int64).alias("index"))
     line = pl.col("location").str.extract(r":([0-9]+)$").cast(pl.Int64).alias("_location")
     good = good.with_columns(line).join(indexes, on="_location").sort("index")

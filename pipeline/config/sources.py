@@ -174,6 +174,12 @@ class IngestConfig(Strict):
         "$THRESHER_MAX_EXPANSION_RATIO or 100",
     )
 
+    repair_encoding: bool = Field(
+        True,
+        description="repair mojibake and C1 control characters with ftfy (an `edited` event, "
+        "encoding_repaired) instead of leaving them for the quality stage to drop",
+    )
+
     def for_source(self, source: SourceDeclaration) -> IngestConfig:
         if source.max_text_chars is None:
             return self

@@ -69,6 +69,7 @@ SECRET_FALSE_POSITIVE = "secret_false_positive"  # approval of a secret finding
 LANGUAGE_NOT_ALLOWED = "language_not_allowed"
 LANGUAGE_UNCERTAIN = "language_uncertain"
 LANGUAGE_REASONS = (LANGUAGE_NOT_ALLOWED, LANGUAGE_UNCERTAIN)
+ENCODING_REPAIRED = "encoding_repaired"  # edit at ingest: ftfy repaired mojibake or C1 controls
 LINES_REMOVED = "lines_removed"  # edit: C4 line rules removed lines; evidence the rule per line
 
 # Labels (exact and near dedup): a duplicate cluster whose members carry different labels.

@@ -22,6 +22,7 @@ from pipeline.core.identity import record_key, xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.core.progress import progress
 from pipeline.core.schema import RECORD_SCHEMA
+from pipeline.ingest.encoding import repair_encoding
 from pipeline.ingest.readers import DEFAULT_LIMITS, read_file_frames
 from pipeline.ingest.source_files import source_files
 from pipeline.ingest.timestamps import parse_timestamps
@@ -33,6 +34,9 @@ BATCH_BYTES = 16 << 20
 INGEST_THREADS = 2
 # Run-folder files are read once and deleted: write speed matters more than size.
 INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
+_REPAIRS = pl.Schema(
+    {"record_id": pl.String, "source": pl.String, "location": pl.String, "steps": pl.List(pl.String)}
+)
 
 
 @dataclass(frozen=True)
@@ -69,30 +73,51 @@ def read_part(
     limits: IngestConfig = DEFAULT_LIMITS,
 ) -> tuple[int, pl.DataFrame]:
     """Read a part's files into `out_dir` as Parquet files named by the part's number (a
-    retry rewrites them); its input rows and its bad rows' events."""
+    retry rewrites them), its encoding repairs beside them for `finish`; its input rows and
+    its bad rows' events."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob(f"part-{part.number:05d}-*.parquet"):
+    for stale in [
+        *out_dir.glob(f"part-{part.number:05d}-*.parquet"),
+        *out_dir.glob(f"repairs-{part.number:05d}.parquet"),
+    ]:
         stale.unlink()
     writer = _PartWriter(out_dir, f"part-{part.number:05d}")
-    rows_in, bad_rows = 0, [ledger.empty()]
+    rows_in, bad_rows, repairs = 0, [ledger.empty()], [_REPAIRS.to_frame()]
     for batch in part.batches:
-        for read, records, bad in _read_batch(list(batch), source, limits.for_source(source)):
+        for read, records, bad, repaired in _read_batch(
+            list(batch), source, limits.for_source(source)
+        ):
             rows_in += read
-            bad_rows.append(writer.add(records, bad))
+            writer.add(records)
+            bad_rows.append(bad)
+            repairs.append(repaired)
     writer.close()
+    repaired = pl.concat(repairs)
+    if repaired.height:
+        repaired.write_parquet(out_dir / f"repairs-{part.number:05d}.parquet")
     return rows_in, pl.concat(bad_rows)
 
 
 def finish(out_dir: Path) -> pl.DataFrame:
     """Drop the records whose id came earlier in their source from the parts in `out_dir`
-    (read in file order); their `duplicate_source_id` events. An input without a single file
-    still leaves one (empty) part, so every later stage finds a file to read."""
+    (read in file order); their `duplicate_source_id` events, and the `edited` events of the
+    encoding repairs of the records kept. An input without a single file still leaves one
+    (empty) part, so every later stage finds a file to read."""
     writer = _PartWriter(out_dir, "part-00000")
     if not any(out_dir.glob("part-*.parquet")):
         writer.close()
     repeats, events = _repeated_ids(writer.scan())
     writer.remove(repeats)
-    return events
+    repair_files = sorted(out_dir.glob("repairs-*.parquet"))
+    repaired = pl.concat([_REPAIRS.to_frame(), *map(pl.read_parquet, repair_files)])
+    repaired = repaired.join(repeats, on=["record_id", "location"], how="anti", maintain_order="left")
+    edits = ledger.events(
+        repaired, stage=STAGE, action=reasons.EDITED, reason=reasons.ENCODING_REPAIRED,
+        evidence=pl.struct("steps"),
+    )  # fmt: skip
+    for path in repair_files:
+        path.unlink()
+    return pl.concat([edits, events])
 
 
 def ingest(
@@ -135,10 +160,16 @@ def ingest(
 def ingest_stats(
     per_source: dict[str, dict[str, int]], events: pl.DataFrame, parts: list[IngestPart] = ()
 ) -> dict:
-    """records_in and bad_rows, in all and per source, from the rows read and the events; and a
+    """records_in, bad_rows and encoding_repaired, in all and per source, from the rows read
+    and the events (ingest's drops and edits); and a
     warning for each source whose files (of `parts`) hold bytes but gave no record."""
-    for source_name, dropped in events.group_by("source").len().iter_rows():
-        per_source[source_name]["bad_rows"] = dropped
+    dropped = events.filter(pl.col("action") == reasons.DROPPED)
+    for source_name, count in dropped.group_by("source").len().iter_rows():
+        per_source[source_name]["bad_rows"] = count
+    for source_name, count in (
+        events.filter(pl.col("action") == reasons.EDITED).group_by("source").len().iter_rows()
+    ):
+        per_source[source_name]["encoding_repaired"] = count
     records_in = sum(counts["records_in"] for counts in per_source.values())
     sizes: dict[str, int] = {}
     for part in parts:
@@ -152,7 +183,8 @@ def ingest_stats(
     ]
     return {
         "records_in": records_in,
-        "bad_rows": events.height,
+        "bad_rows": dropped.height,
+        "encoding_repaired": events.height - dropped.height,
         "sources": per_source,
         "warnings": warnings,
     }
@@ -186,8 +218,8 @@ def _batches(files: list[tuple[Path, str]]) -> list[list[tuple[Path, str]]]:
 
 def _read_batch(
     batch: list[tuple[Path, str]], source: SourceDeclaration, limits: IngestConfig
-) -> Iterator[tuple[int, pl.DataFrame, pl.DataFrame]]:
-    """(rows read, good records, bad-row events) for about BATCH_BYTES of raw rows at a time:
+) -> Iterator[tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
+    """(rows read, good records, bad-row events, encoding repairs) for about BATCH_BYTES of raw rows at a time:
     small files are mapped together, a large one in several pieces."""
     pending: list[pl.DataFrame] = []
     size = 0
@@ -204,19 +236,23 @@ def _read_batch(
 
 def _mapped(
     raws: list[pl.DataFrame], source: SourceDeclaration, limits: IngestConfig
-) -> tuple[int, pl.DataFrame, pl.DataFrame]:
+) -> tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     raw = raws[0] if len(raws) == 1 else pl.concat(raws, how="diagonal_relaxed")
-    return raw.height, *to_records(raw, source, limits.max_text_chars)
+    return raw.height, *to_records(raw, source, limits.max_text_chars, limits.repair_encoding)
 
 
 def to_records(
     raw: pl.DataFrame,
     source: SourceDeclaration,
     max_text_chars: int = DEFAULT_LIMITS.max_text_chars,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+    repair: bool = DEFAULT_LIMITS.repair_encoding,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Map raw rows (of one or more files, named in `_file`) to canonical records;
-    return (good records, bad-row events). A text over `max_text_chars` (once normalized,
-    as the gate counts it) is a bad row, its length in the evidence."""
+    return (good records, bad-row events, encoding repairs). A text over `max_text_chars`
+    (once normalized, as the gate counts it) is a bad row, its length in the evidence. With
+    `repair`, encoding damage is repaired after `source_content_hash` is taken (from the text
+    as the source gave it, normalized): `content_hash` is the repaired text's, and the
+    repairs name the records and ftfy's steps (`finish` turns them into `edited` events)."""
     fields = source.fields
 
     def column(name: str | None) -> pl.Expr:
@@ -276,11 +312,11 @@ def to_records(
     )
     bad = frame.filter(pl.col("_error").is_not_null())
     good = frame.filter(pl.col("_error").is_null())
-    content_hash = xxh3_128_hex(good["text"])
-    good = good.with_columns(
-        content_hash.alias("source_content_hash"),
-        content_hash.alias("content_hash"),
-    ).select(RECORD_SCHEMA.names())
+    good = good.with_columns(xxh3_128_hex(good["text"]).alias("source_content_hash"))
+    repaired, steps = repair_encoding(good["text"]) if repair else (good["text"], None)
+    good = good.with_columns(repaired, xxh3_128_hex(repaired).alias("content_hash"))
+    repairs = _repairs(good, steps)
+    good = good.select(RECORD_SCHEMA.names())
     where = [
         pl.col("_file").alias("file"),
         pl.col("_location").alias(
@@ -295,7 +331,16 @@ def to_records(
     bad_events = ledger.events(
         bad, stage=STAGE, action=reasons.DROPPED, reason=pl.col("_error"), evidence=evidence
     )
-    return good, bad_events
+    return good, bad_events, repairs
+
+
+def _repairs(good: pl.DataFrame, steps: pl.Series | None) -> pl.DataFrame:
+    """(record_id, source, location, steps) of the records whose encoding was repaired."""
+    if steps is None:
+        return _REPAIRS.to_frame()
+    return good.select("record_id", "source", "location", steps.alias("steps")).filter(
+        pl.col("steps").is_not_null()
+    )
 
 
 def _metadata_json(raw: pl.DataFrame, names: list[str]) -> pl.Expr:
@@ -351,14 +396,12 @@ class _PartWriter:
         self.out_dir, self.prefix = out_dir, prefix
         self.buffer, self.rows, self.parts = [], 0, 0
 
-    def add(self, records: pl.DataFrame, bad_events: pl.DataFrame) -> pl.DataFrame:
-        """Buffer good records; hand the bad rows' events back to the caller."""
+    def add(self, records: pl.DataFrame) -> None:
         if records.height:
             self.buffer.append(records)
             self.rows += records.height
         if self.rows >= PART_ROWS:
             self.flush()
-        return bad_events
 
     def flush(self) -> None:
         if not self.buffer:

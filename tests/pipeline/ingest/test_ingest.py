@@ -18,6 +18,7 @@ from helpers import CHANGELOG_SOURCE, CHANGELOGS, SMS_SOURCE, sms_rows, write_js
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.core import reasons
 from pipeline.core.errors import DataError
+from pipeline.core.normalize import normalize_text
 from pipeline.core.schema import RECORD_SCHEMA
 from pipeline.ingest.stage import ingest
 from pipeline.ingest.stage import ingest as ingest_stage
@@ -60,7 +61,10 @@ def test_jsonl_records_have_the_canonical_schema_and_stable_ids(tmp_path, sms_sp
     write_jsonl(tmp_path / "data" / "sms-1.jsonl", rows)
     records, events, stats = run_ingest(tmp_path, SMS_SOURCE)
     assert records.schema == RECORD_SCHEMA
-    assert stats["records_in"] == 50 and events.height == 0
+    # the only events: the real messages whose cp1252 apostrophes arrived as C1 controls
+    damaged = sum("\x92" in row["text"] for row in rows)
+    assert damaged == 1 and stats["records_in"] == 50 and stats["bad_rows"] == 0
+    assert events["reason"].to_list() == [reasons.ENCODING_REPAIRED] * damaged
     first = records.filter(pl.col("location") == "data/sms-1.jsonl:1").row(0, named=True)
     assert first["record_id"] == xxh(f"sms{SEP}sms-0")
     assert first["text"] == rows[0]["text"]
@@ -132,9 +136,9 @@ def test_csv_parquet_and_text_files(tmp_path, sms_spam):
         },
         {"name": "notes", "location": "notes/*.txt", "format": "text", **common},
     )
-    assert events.height == 0
+    assert events["action"].to_list() == [reasons.EDITED]  # one cp1252 apostrophe repaired
     assert stats["sources"] == {
-        "csv": {"records_in": 30},
+        "csv": {"records_in": 30, "encoding_repaired": 1},
         "pq": {"records_in": 20},
         "notes": {"records_in": 3},
     }
@@ -561,7 +565,7 @@ def test_compressed_sources_give_the_records_of_the_plain_file(tmp_path, sms_spa
     (packed / "data" / "sms-1.jsonl").write_bytes(compress(data))  # the plain name, for ids
     (packed / "data" / "sms-1.jsonl").rename(packed / "data" / f"sms-1.jsonl{suffix}")
     records, events, _ = run_ingest(packed, {**SMS_SOURCE, "location": "data/sms*.jsonl*"})
-    assert events.height == 0
+    assert events["reason"].to_list() == [reasons.ENCODING_REPAIRED]  # one real damaged SMS
     assert records.height == plain.height == 30
     assert records["text"].to_list() == plain["text"].to_list()
 
@@ -599,7 +603,8 @@ def test_records_and_bad_rows_do_not_depend_on_where_blocks_of_lines_begin(
     blocks = run_ingest(tmp_path, SMS_SOURCE)
     assert blocks[0].sort("record_id").equals(whole[0].sort("record_id"))
     assert blocks[1].sort("record_id").equals(whole[1].sort("record_id"))
-    reasons_at = dict(zip(whole[1]["evidence"], whole[1]["reason"], strict=True))
+    dropped = whole[1].filter(pl.col("action") == reasons.DROPPED)
+    reasons_at = dict(zip(dropped["evidence"], dropped["reason"], strict=True))
     assert reasons_at == {
         '{"file":"data/sms-1.jsonl","line":6}': reasons.INVALID_JSON,
         '{"file":"data/sms-1.jsonl","line":24}': reasons.INVALID_JSON,
@@ -679,3 +684,41 @@ def test_one_unreadable_row_is_a_bad_record_not_a_wrong_declaration(tmp_path):
     )
     assert records.height == 0
     assert sorted(events["reason"]) == [reasons.INVALID_JSON, reasons.INVALID_UTF8]
+
+
+def test_encoding_damage_in_real_sms_is_repaired_as_an_edit(tmp_path, sms_spam):
+    """Real messages whose Windows-1252 apostrophes arrived as C1 control characters (U+0092)
+    are repaired with ftfy: the published text has the apostrophe, `source_content_hash` is
+    the text as the source gave it, and an `edited` event names ftfy's steps. A repeated id's
+    repair is not attributed to the record it repeats; with the repair off the text stays."""
+    damaged = sms_spam.filter(pl.col("text").str.contains("\x92"))
+    assert damaged.height >= 20
+    rows = sms_rows(damaged, 0, 20)
+    rows.append({**rows[0], "text": "A later copy of sms-x with that\x92s damage"})
+    write_jsonl(tmp_path / "data" / "sms-1.jsonl", rows)
+    records, events, stats = run_ingest(tmp_path, SMS_SOURCE)
+    assert records.height == 20 and stats["bad_rows"] == 1 and stats["encoding_repaired"] == 20
+    by_location = {row["location"]: row for row in records.iter_rows(named=True)}
+    for line, row in enumerate(rows[:20], start=1):
+        record = by_location[f"data/sms-1.jsonl:{line}"]
+        as_given = normalize_text(pl.Series([row["text"]]))[0]
+        assert record["text"] == "".join(  # each C1 control back to its Windows-1252 mark
+            bytes([ord(c)]).decode("cp1252") if "\x80" <= c <= "\x9f" else c for c in as_given
+        )
+        assert record["source_content_hash"] == xxh(as_given)
+        assert record["content_hash"] == xxh(record["text"])
+    edits = events.filter(pl.col("action") == reasons.EDITED)
+    assert sorted(edits["record_id"]) == sorted(records["record_id"])
+    assert {json.loads(e)["steps"][-1] for e in edits["evidence"]} == {"decode:windows-1252"}
+    repeat = events.filter(pl.col("action") == reasons.DROPPED)
+    assert repeat["reason"].to_list() == [reasons.DUPLICATE_SOURCE_ID]
+    assert repeat["record_id"][0] not in set(edits["record_id"])
+
+    off = tmp_path / "off"
+    write_jsonl(off / "data" / "sms-1.jsonl", rows[:20])
+    sources = [SourceDeclaration(**{**SMS_SOURCE, "base_dir": str(off)})]
+    cfg = RunConfig(name="t", workdir=str(off / "work"), sources=sources)
+    ctx = RunContext(run_id="r", run_dir=off / "work", config=cfg, config_hash=config_hash(cfg))
+    kept = ingest(sources, ctx, off / "work" / "in", cfg.ingest.model_copy(update={"repair_encoding": False}))
+    assert kept.events.height == 0
+    assert kept.frame.collect()["text"].str.contains("\x92").all()

@@ -163,7 +163,7 @@ def test_items_are_normalized_and_hashed_as_ingest_does(tmp_path):
         name="s", location=str(path), format="jsonl", license="MIT", consent="unknown", owner="x"
     )
     raw = read_file(path, path.name, source).with_columns(pl.lit(path.name).alias("_file"))
-    ingested, _ = to_records(raw, source)
+    ingested, _, _ = to_records(raw, source)
 
     items = eval_items(pl.Series(texts))
 
