@@ -86,7 +86,7 @@ class Stage:
     section: str  # the RunConfig attribute handed to the function as `cfg`
     function: str  # "module:attribute"
     # the columns it may set or rewrite (it reads canonical records: RECORD_SCHEMA, with
-    # cluster_id and split once a stage has added them); tests/pipeline/test_stage.py checks
+    # language, cluster_id and split once a stage has added them); tests/pipeline/test_stage.py checks
     adds: tuple[str, ...] = ()
     kind: Literal["source", "records", "sink"] = "records"
     # per_part: records are decided one by one (an Indexed stage: against an index built once),
@@ -271,7 +271,8 @@ CURATE_STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "quality", "quality", "pipeline.quality.stage:quality", runs="per_part",
-        merge="pipeline.quality.stage:merge_stats", adds=("text", "content_hash"),
+        merge="pipeline.quality.stage:merge_stats",
+        adds=("text", "content_hash", "language", "language_score"),
     ),
     Stage(
         "exact_dedup", "dedup", "pipeline.dedup.exact:exact_dedup", runs="by_key",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pipeline.config.base import Strict
 
@@ -60,14 +60,37 @@ class GopherThresholds(BaseModel):
 QUALITY_PROFILES = ("prose", "short_messages", "code", "none")
 
 
+LanguageCode = Annotated[str, Field(pattern=r"^[a-z]{2,3}$")]
+
+
 class LanguageConfig(Strict):
-    allow: list[Annotated[str, Field(pattern=r"^[a-z]{2,3}$")]] | None = Field(
+    """Every record's language is identified (published as `language` and `language_score`);
+    `allow` also filters by it."""
+
+    allow: list[LanguageCode] | None = Field(
         None, description="ISO 639-1 codes to keep, e.g. [en]; null: any (recorded, not filtered)"
+    )
+    candidates: list[LanguageCode] | None = Field(
+        None,
+        description="the languages the corpus may hold, e.g. [en, de, fr]: only these can be "
+        "identified, so a rare language is never chosen for common-language text; null: any "
+        "py3langid knows",
     )
     min_confidence: Annotated[float, Field(ge=0, le=1)] = 0.5
     min_words: Annotated[int, Field(ge=0)] = Field(
-        5, description="shorter texts are not judged by their language"
+        5, description="shorter texts are not judged by their language (it is still recorded)"
     )
+
+    @model_validator(mode="after")
+    def _allowed_are_candidates(self) -> LanguageConfig:
+        if self.allow is not None and self.candidates is not None:
+            missing = sorted(set(self.allow) - set(self.candidates))
+            if missing:
+                raise ValueError(
+                    f"allow names {', '.join(missing)}, which candidates leaves out: such "
+                    "records could never be identified as allowed; add them to candidates"
+                )
+        return self
 
 
 class QualityConfig(Strict):

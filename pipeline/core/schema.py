@@ -28,8 +28,19 @@ RECORD_SCHEMA = pl.Schema(
 )
 
 # cluster_id: the smallest record_id among a record's duplicates and related records (dedup
-# stages); a record in no cluster is its own.
-PUBLISHED_SCHEMA = pl.Schema({**RECORD_SCHEMA, "cluster_id": pl.String, "split": pl.String})
+# stages); a record in no cluster is its own. language, language_score: the quality stage's
+# identification of the text as it arrived there (null where no stage identified it); versions
+# published before they were added lack the two columns.
+PUBLISHED_SCHEMA = pl.Schema(
+    {
+        **RECORD_SCHEMA,
+        "cluster_id": pl.String,
+        "split": pl.String,
+        "language": pl.String,
+        "language_score": pl.Float64,
+    }
+)
+LANGUAGE_COLUMNS = {"language": pl.String, "language_score": pl.Float64}
 
 LEDGER_SCHEMA = pl.Schema(
     {

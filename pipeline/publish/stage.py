@@ -22,7 +22,7 @@ import polars as pl
 from pipeline.config import SPLITS, PublishConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.clusters import with_cluster_ids
-from pipeline.core.schema import PUBLISHED_SCHEMA, schema_description
+from pipeline.core.schema import LANGUAGE_COLUMNS, PUBLISHED_SCHEMA, schema_description
 from pipeline.core.storage import file_sha256
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion, dataset_hash
 from pipeline.stage import RunContext
@@ -63,7 +63,7 @@ def plan_shards(ids: pl.DataFrame, cfg: PublishConfig) -> ShardPlan:
 def routed(frame: pl.LazyFrame, plan: ShardPlan) -> pl.DataFrame:
     """The published columns of `frame`'s records (all, or one part), each with `_shard`,
     the number of the shard it goes to."""
-    records = with_cluster_ids(frame).select(PUBLISHED_SCHEMA.names()).collect()
+    records = _with_languages(with_cluster_ids(frame)).select(PUBLISHED_SCHEMA.names()).collect()
     numbered = []
     for split_name in SPLITS:
         mine = records.filter(pl.col("split") == split_name)
@@ -73,6 +73,13 @@ def routed(frame: pl.LazyFrame, plan: ShardPlan) -> pl.DataFrame:
         )
         numbered.append(mine.with_columns((within.cast(pl.Int64) - 1 + first).alias("_shard")))
     return pl.concat(numbered)
+
+
+def _with_languages(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """Null language columns where no quality stage identified the records."""
+    present = frame.collect_schema().names()
+    missing = {name: dtype for name, dtype in LANGUAGE_COLUMNS.items() if name not in present}
+    return frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in missing.items())
 
 
 def write_shard(

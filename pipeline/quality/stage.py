@@ -13,10 +13,11 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.config import QualityConfig
-from pipeline.config.quality import LineRules
+from pipeline.config.quality import LanguageConfig, LineRules
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.normalize import normalize_text
+from pipeline.core.schema import LANGUAGE_COLUMNS
 from pipeline.stage import RunContext, StageResult, add_counts
 from pipeline.text.gopher import gopher_decisions, gopher_signals, rules
 from pipeline.text.langid import identify
@@ -80,8 +81,9 @@ def measure(records: pl.DataFrame, cfg: QualityConfig) -> pl.DataFrame:
         parts.append(measured)
     if not parts:  # no records
         parts.append(_unfiltered(records.with_columns(profile=pl.lit("none"))))
-    measured = pl.concat(parts, how="diagonal_relaxed")
-    measured = measured.hstack(_languages(measured, cfg))
+    measured = pl.concat(parts, how="diagonal_relaxed").join(
+        _languages(records, cfg.language), on="record_id", how="left", maintain_order="left"
+    )
     return measured.with_columns(_reason(cfg, gopher="words" in measured.columns).alias("reason"))
 
 
@@ -93,16 +95,18 @@ def _unfiltered(records: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def _languages(measured: pl.DataFrame, cfg: QualityConfig) -> pl.DataFrame:
-    judged = pl.col("profile").is_in(["prose", "short_messages"]) & (
-        pl.col("text").str.count_matches(r"\S+") >= cfg.language.min_words
-    )
-    rows = measured.with_row_index("_row").filter(judged)
-    found = identify(rows["text"]).with_columns(rows["_row"])
-    return (
-        measured.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row"))
-        .join(found, on="_row", how="left", maintain_order="left")
-        .drop("_row")
+def _languages(records: pl.DataFrame, cfg: LanguageConfig) -> pl.DataFrame:
+    """record_id, language, language_score, and whether the language may decide the record
+    (`judged`: at least `min_words` words), identified on the text as the stage got it,
+    before any line is removed, whatever the profile."""
+    found = identify(records["text"], cfg.candidates)
+    words = records["text"].str.count_matches(r"\S+").fill_null(0)
+    wordless = pl.when(words > 0)  # a blank text has no language (py3langid abstains)
+    return found.select(
+        records["record_id"],
+        wordless.then(pl.col("language")).alias("language"),
+        wordless.then(pl.col("language_score")).alias("language_score"),
+        (words >= cfg.min_words).alias("judged"),
     )
 
 
@@ -112,7 +116,8 @@ def _reason(cfg: QualityConfig, gopher: bool) -> pl.Expr:
         pl.col("line_reason")
     )
     if language.allow is not None:
-        known = pl.col("language").is_not_null()
+        known = pl.col("language").is_not_null() & pl.col("judged")
+        known = known & pl.col("profile").is_in(["prose", "short_messages"])
         sure = known & (pl.col("language_score") >= language.min_confidence)
         # informal short texts defeat language identification: only prose is dropped for it
         decided = decided.when(known & ~sure & (pl.col("profile") == "prose")).then(
@@ -184,11 +189,12 @@ def quality(frame: pl.LazyFrame, cfg: QualityConfig, ctx: RunContext) -> StageRe
         pl.col("text").alias("_text"),
         xxh3_128_hex(edited["text"]).alias("_hash"),
     )
+    languages = measured.select("record_id", *LANGUAGE_COLUMNS)  # published with the record
     kept = (
-        frame.join(
-            dropped.lazy().select("record_id"), on="record_id", how="anti", maintain_order="left"
-        )
+        frame.drop(LANGUAGE_COLUMNS, strict=False)
+        .join(dropped.lazy().select("record_id"), on="record_id", how="anti", maintain_order="left")
         .join(edits.lazy(), on="record_id", how="left", maintain_order="left")
+        .join(languages.lazy(), on="record_id", how="left", maintain_order="left")
         .with_columns(
             pl.coalesce("_text", "text").alias("text"),
             pl.coalesce("_hash", "content_hash").alias("content_hash"),

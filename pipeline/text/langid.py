@@ -12,6 +12,7 @@ py3langid's to the last bit (tests/pipeline/text/test_langid.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 
 import numpy as np
@@ -43,18 +44,26 @@ def _model() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
     return next_state, row_base, feature, found.nb_ptc.astype(np.float32), found.nb_pc
 
 
-def identify(texts: pl.Series) -> pl.DataFrame:
-    """Language code and probability per text (null for a null text)."""
+def languages() -> list[str]:
+    """The codes py3langid can answer."""
+    return sorted(set(_identifier().nb_classes))
+
+
+def identify(texts: pl.Series, candidates: Sequence[str] | None = None) -> pl.DataFrame:
+    """Language code and probability per text (null for a null text); with `candidates`,
+    only those languages can be the answer and the probability is over them (py3langid's
+    `set_languages`)."""
     identifier = _identifier()
+    chosen = _chosen_classes(candidates)
     present = texts.is_not_null().to_numpy()
     known = texts.drop_nulls()
     best = np.zeros(known.len(), dtype=np.int64)
     best_score = np.zeros(known.len(), dtype=np.float32)
     for start in range(0, known.len(), CHUNK_TEXTS):
         chunk = known.slice(start, CHUNK_TEXTS)
-        found = _best([identifier._encode(text) for text in chunk])
+        found = _best([identifier._encode(text) for text in chunk], chosen)
         best[start : start + chunk.len()], best_score[start : start + chunk.len()] = found
-    classes = np.asarray(identifier.nb_classes, dtype=object)
+    classes = np.asarray(identifier.nb_classes, dtype=object)[chosen]
     language = np.full(len(texts), None, dtype=object)
     score = np.full(len(texts), np.nan)
     language[present] = classes[best]
@@ -65,11 +74,27 @@ def identify(texts: pl.Series) -> pl.DataFrame:
     ).with_columns(pl.col("language_score").fill_nan(None))
 
 
-def _best(encoded: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Per text, the class of py3langid's highest normalized score and that score, batch by
-    batch of about BATCH_BYTES, counting TEXT_BYTES more per text (one batch's class scores
-    are held at a time)."""
+def _chosen_classes(candidates: Sequence[str] | None) -> np.ndarray:
+    """The positions of the candidates among py3langid's classes (all of them for None)."""
+    classes = _identifier().nb_classes
+    if candidates is None:
+        return np.arange(len(classes))
+    unknown = sorted(set(candidates) - set(classes))
+    if unknown:
+        raise ValueError(
+            f"unknown language code(s) {', '.join(unknown)}: py3langid knows "
+            f"{', '.join(languages())}"
+        )
+    return np.asarray([i for i, code in enumerate(classes) if code in set(candidates)])
+
+
+def _best(encoded: list[bytes], chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per text, the position (among the `chosen` classes) of py3langid's highest normalized
+    score and that score, batch by batch of about BATCH_BYTES, counting TEXT_BYTES more per
+    text (one batch's class scores are held at a time)."""
     _, _, _, ptc, pc = _model()
+    if len(chosen) < len(pc):  # as py3langid restricts its model: the same float32 sums
+        ptc, pc = np.ascontiguousarray(ptc[:, chosen]), pc[chosen]
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     best = np.zeros(len(encoded), dtype=np.int64)
     best_score = np.zeros(len(encoded), dtype=np.float32)
@@ -80,20 +105,34 @@ def _best(encoded: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         done = walked[start - 1] if start else 0
         stop = max(start + 1, int(np.searchsorted(walked, done + BATCH_BYTES, side="right")))
         batch = order[start:stop]
-        scores = _normalized(_raw_scores([encoded[i] for i in batch], ptc, pc), lengths[batch])
+        raw = _raw_scores([encoded[i] for i in batch], ptc, pc)
+        scores = _normalized(raw, lengths[batch], _alias_pairs(chosen))
         best[batch] = scores.argmax(axis=1)
         best_score[batch] = scores[np.arange(len(batch)), best[batch]]
         start = stop
     return best, best_score
 
 
-def _normalized(raw: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def _alias_pairs(chosen: np.ndarray) -> list[tuple[int, int]]:
+    """(first, repeat) positions among the chosen classes of a label that occurs twice."""
+    classes = _identifier().nb_classes
+    first: dict[str, int] = {}
+    pairs = []
+    for position, index in enumerate(chosen.tolist()):
+        if classes[index] in first:
+            pairs.append((first[classes[index]], position))
+        else:
+            first[classes[index]] = position
+    return pairs
+
+
+def _normalized(raw: np.ndarray, lengths: np.ndarray, alias_pairs) -> np.ndarray:
     """py3langid's `_decide` with norm_probs: scores over sqrt(bytes), softmax, aliases
     folded into their first label."""
     scores = raw * (1.0 / np.sqrt(np.maximum(lengths, 1)))[:, None].astype(np.float32)
     scores = np.exp(scores - scores.max(axis=1, keepdims=True))
     scores /= scores.sum(axis=1, keepdims=True)
-    for first, alias in _identifier()._alias_pairs:  # srl -> sr: one score per label
+    for first, alias in alias_pairs:  # srl -> sr: one score per label
         scores[:, first] += scores[:, alias]
         scores[:, alias] = 0.0
     return scores

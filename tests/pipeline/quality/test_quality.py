@@ -91,7 +91,7 @@ def sms_index(stop: int) -> dict[str, int]:
 # --- profiles on real SMS messages -----------------------------------------------------------
 
 
-def test_sms_survive_short_messages_except_the_cp1252_control_characters(tmp_path, sms_spam):
+def test_sms_survive_short_messages_their_cp1252_damage_repaired_at_ingest(tmp_path, sms_spam):
     frame = ingest_sms(tmp_path, sms_spam, 500)
     kept, events, stats = run_stage(frame, {}, tmp_path)  # default profile: short_messages
     index = sms_index(500)
@@ -99,16 +99,13 @@ def test_sms_survive_short_messages_except_the_cp1252_control_characters(tmp_pat
     with_control = {i for i, text in enumerate(texts) if c1_controls(text)}
     assert len(with_control) == 6
     assert all(CP1252_QUOTE in texts[i] for i in with_control)  # "I\x92m" and the like
-    dropped = events.filter(pl.col("action") == reasons.DROPPED)
-    assert {index[r] for r in dropped["record_id"]} == with_control
-    assert set(dropped["reason"]) == {"invalid_characters"}
-    assert kept.height == 494 and events.height == 6  # no edits: short messages lose no line
+    assert kept.height == 500 and events.height == 0  # no edits: short messages lose no line
     ingested = dict(frame.select("record_id", "text").collect().iter_rows())
     assert all(ingested[r] == text for r, text in kept.select("record_id", "text").iter_rows())
-    assert stats["dropped_by_source_and_reason"] == {"sms:invalid_characters": 6}
-    assert stats["lines_removed"] == 0
-    evidence = json.loads(dropped["evidence"][0])
-    assert evidence["profile"] == "short_messages"
+    repaired = [text for r, text in ingested.items() if index[r] in with_control]
+    assert len(repaired) == 6 and all("\u2019" in text and not c1_controls(text) for text in repaired)
+    assert stats["dropped_by_source_and_reason"] == {} and stats["lines_removed"] == 0
+    assert set(kept["language"]) >= {"en"} and kept["language_score"].is_not_null().all()
 
     # over the whole collection: exactly its 35 messages with cp1252 punctuation read as
     # Latin-1 (C1 controls: 29 with a right single quote, others with quotes or a dash)

@@ -164,17 +164,18 @@ def test_measure_judges_only_texts_of_min_words_or_more():
     by_id = {row["record_id"]: row for row in measured.iter_rows(named=True)}
     assert by_id["long"]["language"] == "de" and by_id["long"]["language_score"] >= 0.9
     assert by_id["long"]["reason"] == "language_not_allowed"
-    for short in ("four", "blank"):  # not judged: no language, and kept
-        assert (by_id[short]["language"], by_id[short]["language_score"]) == (None, None)
-        assert by_id[short]["reason"] is None
-    assert by_id["five"]["language"] is not None
+    assert by_id["four"]["reason"] is None  # not judged, but its language is recorded
+    assert by_id["four"]["language"] == "de"
+    assert (by_id["blank"]["language"], by_id["blank"]["language_score"]) == (None, None)
+    assert by_id["five"]["reason"] == "language_not_allowed"
 
     raised = measure(records, QualityConfig(language={"allow": ["en"], "min_words": 6}))
-    assert raised.filter(pl.col("record_id") == "five")["language"].item() is None
+    assert raised.filter(pl.col("record_id") == "five")["reason"].item() is None
 
-    # the code and none profiles never identify a language
+    # the code and none profiles record the language and never drop for it
     for profile in ("code", "none"):
-        skipped = measure(
+        recorded = measure(
             records, QualityConfig(default_profile=profile, language={"allow": ["en"]})
         )
-        assert skipped["language"].is_null().all() and skipped["reason"].is_null().all()
+        assert recorded["reason"].is_null().all()
+        assert recorded.filter(pl.col("record_id") == "long")["language"].item() == "de"

