@@ -208,16 +208,30 @@ def describe(records_path: Path, items_path: Path) -> dict:
 # The sides, each in a fresh subprocess; each writes the rows it flags
 
 
-def run_thresher(records_path: Path, items_path: Path) -> tuple[dict, np.ndarray]:
+# the n-gram rule as GPT-3 wrote it (one shared 13-gram), and Thresher's defaults (the shared
+# n-grams cover a fifth of the item's words; n-grams common among the records or the items
+# are not evidence)
+RULES = {
+    "thresher": {"n": N, "min_coverage": 0, "ignore_common_in_training": None,
+                 "ignore_common_in_items": None},
+    "thresher-default": {"n": N},
+}  # fmt: skip
+
+
+def run_thresher(
+    records_path: Path, items_path: Path, rule: str = "thresher"
+) -> tuple[dict, np.ndarray]:
     from pipeline.config import ContaminationMethods
     from pipeline.text.eval_index import WORKERS, ContaminationIndex
     from pipeline.text.eval_sets import eval_items
 
     records = pl.read_parquet(records_path, columns=["text", "content_hash"])
     texts = pl.read_parquet(items_path)["text"]
-    methods = ContaminationMethods(exact=None, ngram={"n": N}, minhash=None)
+    methods = ContaminationMethods(exact=None, ngram=RULES[rule], minhash=None)
     started = time.perf_counter()
     index = ContaminationIndex.build(eval_items(texts), methods)
+    index.count_training(records["text"])  # nothing to count under GPT-3's rule
+    index.ignore_common()
     built = time.perf_counter()
     matches = index.matches(records)
     seconds = time.perf_counter() - started
@@ -262,8 +276,10 @@ def run_plain(records_path: Path, items_path: Path) -> tuple[dict, np.ndarray]:
 
 
 def worker(args: argparse.Namespace) -> None:
-    run = run_thresher if args.worker == "thresher" else run_plain
-    result, flagged = run(args.records_path, args.items_path)
+    if args.worker == "plain":
+        result, flagged = run_plain(args.records_path, args.items_path)
+    else:
+        result, flagged = run_thresher(args.records_path, args.items_path, args.worker)
     result["peak_rss_mb"] = _peak_rss_mb()  # VmHWM: this process's own peak (ru_maxrss of a
     # child starts at its parent's peak, which exec carries over)
     np.save(args.work / "flagged.npy", flagged)
@@ -322,20 +338,104 @@ def _markdown(
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------
+# Shared boilerplate: Debian copyright files against a protected set of some of them
+
+COPYRIGHT_HEADER = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0"
+COPYRIGHT_EVERY = 10  # every 10th file (in path order) is protected, the others are training
+COPYRIGHT_PLANTED = 12  # training records that copy a protected file: 4 of each kind
+COPYRIGHT_RULES = {
+    "GPT-3's rule (one shared 13-gram)": RULES["thresher"],
+    "coverage only": {"n": N, "ignore_common_in_training": None, "ignore_common_in_items": None},
+    "common n-grams ignored only": {"n": N, "min_coverage": 0},
+    "defaults (both)": RULES["thresher-default"],
+}
+
+
+def copyright_corpus() -> tuple[list[str], list[str], list[str]]:
+    """(names, training texts, protected texts): the distinct machine-readable copyright files
+    under /usr/share/doc, every COPYRIGHT_EVERY-th protected; the last COPYRIGHT_PLANTED
+    training texts copy protected files verbatim inside other text, re-wrapped onto one line,
+    or with every 25th word changed."""
+    texts: dict[str, str] = {}
+    for path in sorted(Path("/usr/share/doc").glob("*/copyright")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        if text.startswith(COPYRIGHT_HEADER):
+            texts.setdefault(text.strip(), path.parent.name)
+    files = list(texts)
+    protected = files[::COPYRIGHT_EVERY]
+    training = [text for k, text in enumerate(files) if k % COPYRIGHT_EVERY]
+    names = [texts[text] for text in training]
+    for k, item in enumerate(protected[:COPYRIGHT_PLANTED]):
+        tokens = item.split()
+        if k % 3 == 0:
+            copy = f"Notes on a package I use.\n{item}\nEnd of notes."
+        elif k % 3 == 1:
+            copy = " ".join(tokens)
+        else:
+            copy = " ".join("changed" if j % 25 == 0 else t for j, t in enumerate(tokens))
+        training.append(copy)
+        names.append(f"copy of {texts[item]}")
+    return names, training, protected
+
+
+def boilerplate_bench() -> str:
+    """False positives and planted copies found, per n-gram rule, on the copyright corpus."""
+    from pipeline.config import ContaminationMethods
+    from pipeline.core.identity import xxh3_128_hex
+    from pipeline.core.normalize import normalize_text
+    from pipeline.text.eval_index import ContaminationIndex
+    from pipeline.text.eval_sets import eval_items
+
+    names, training, protected = copyright_corpus()
+    text = normalize_text(pl.Series(training, dtype=pl.String))
+    records = pl.DataFrame({"text": text, "content_hash": xxh3_128_hex(text)})
+    copies = set(range(len(training) - COPYRIGHT_PLANTED, len(training)))
+    lines = [
+        f"{len(training) - COPYRIGHT_PLANTED} training copyright files + {COPYRIGHT_PLANTED} "
+        f"planted copies against {len(protected)} protected ones (every {COPYRIGHT_EVERY}th)",
+        "",
+        "| rule | flagged | flagged without a copy | planted copies found | seconds |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for rule, check in COPYRIGHT_RULES.items():
+        started = time.perf_counter()
+        methods = ContaminationMethods(exact=None, ngram=check, minhash=None)
+        index = ContaminationIndex.build(eval_items(pl.Series(protected)), methods)
+        index.count_training(records["text"])
+        index.ignore_common()
+        flagged = set(index.matches(records)["row"].to_list())
+        seconds = time.perf_counter() - started
+        lines.append(
+            f"| {rule} | {len(flagged)} | {len(flagged - copies)} "
+            f"| {len(flagged & copies)} / {len(copies)} | {seconds:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side (median)")
     parser.add_argument("--quick", action="store_true", help="100,000 records, one run")
+    parser.add_argument(
+        "--boilerplate", action="store_true", help="only the Debian copyright corpus, per rule"
+    )
     parser.add_argument("--json", type=Path, default=OUT / "contamination-results.json")
     parser.add_argument("--code", help="what code is measured (default: git HEAD of this tree)")
-    parser.add_argument("--worker", choices=["thresher", "plain"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=[*RULES, "plain"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--records-path", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--items-path", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args)
+        return
+    if args.boilerplate:
+        print(boilerplate_bench())
         return
     if args.quick:
         args.records, args.repeat = 100_000, 1
@@ -347,18 +447,23 @@ def main() -> None:
         pl.read_parquet(records_path, columns=["planted"])["planted"].is_not_null().arg_true()
     ).to_numpy()
     os.sync()
-    plain_runs, thresher_runs = [], []
+    plain_runs, thresher_runs, default_runs = [], [], []
     for number in range(args.repeat):  # interleaved, so drift in the machine hits both sides
         print(f"run {number + 1} of {args.repeat} …", file=sys.stderr)
         plain_runs.append(measure("plain", records_path, items_path, f"plain-{number}"))
         thresher_runs.append(measure("thresher", records_path, items_path, f"thresher-{number}"))
+        default_runs.append(
+            measure("thresher-default", records_path, items_path, f"default-{number}")
+        )
     plain, thresher = _median_run(plain_runs), _median_run(thresher_runs)
+    default = _median_run(default_runs)
     a, b = set(thresher["flagged"].tolist()), set(plain["flagged"].tolist())
     agreement = len(a & b) / len(a | b) if a | b else 1.0
     ratio = plain["seconds"] / thresher["seconds"]
     rows = [
         ("plain Python (set of 13-gram hashes)", plain),
-        ("Thresher ContaminationIndex", thresher),
+        ("Thresher ContaminationIndex, GPT-3's rule", thresher),
+        ("Thresher ContaminationIndex, defaults (coverage, common n-grams)", default),
     ]
     print()
     print(_markdown(rows, args.records, plain["seconds"], planted))
@@ -393,7 +498,16 @@ def main() -> None:
         "runs": {
             side: {key: value for key, value in result.items() if key != "flagged"}
             | {"flagged": len(result["flagged"])}
-            for side, result in (("plain", plain), ("thresher", thresher))
+            for side, result in (
+                ("plain", plain),
+                ("thresher", thresher),
+                ("thresher-default", default),
+            )
+        },
+        "default_rule": {
+            "flagged": len(default["flagged"]),
+            "planted_found": int(np.isin(planted, default["flagged"]).sum()),
+            "flagged_not_planted": int((~np.isin(default["flagged"], planted)).sum()),
         },
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

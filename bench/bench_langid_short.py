@@ -63,6 +63,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from importlib.metadata import version
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -79,6 +80,7 @@ MAX_WORDS = 80
 COMBO_K = (4, 8, 16)
 LINGUA = tuple(f"lingua-{s}-{m}" for s in ("all", "13") for m in ("low", "high"))
 WARM_UP = 200
+MIN_WORDS = 5  # the quality stage judges the language of texts of this many words or more
 
 FORMAT = re.compile(
     r"%(?:\([^)]*\))?(?:\d+\$)?[-+ #0'I]*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
@@ -244,18 +246,16 @@ def run_py3langid_13(texts: list[str], threads: int) -> dict:
     identifier, load_t = timed(load)
     [identifier.classify(text) for text in texts[:WARM_UP]]
     found, t = timed(lambda: [identifier.classify(text) for text in texts])
-    from pipeline.text import langid  # the batched walk over the restricted model
+    from pipeline.text import langid  # the same restriction through Thresher's batched walk
 
-    langid._identifier = lambda: identifier
-    langid.identify(pl.Series(texts[:WARM_UP]))
-    batched, t_batched = timed(langid.identify, pl.Series(texts))
-    equal = batched.rows() == [tuple(row) for row in found]
+    langid.identify(pl.Series(texts[:WARM_UP]), LANGUAGES)
+    batched, t_batched = timed(langid.identify, pl.Series(texts), LANGUAGES)
     return {
         "load": load_t,
         "labels": [label for label, _ in found],
         "main_speed": "classify per text",
-        "speed": {"classify per text": t, "Thresher batched walk, 13 languages": t_batched},
-        "batched_equal_classify": equal,
+        "speed": {"classify per text": t, "Thresher identify(texts, candidates)": t_batched},
+        "batched_equal_classify": batched.rows() == [tuple(row) for row in found],
     }
 
 
@@ -280,15 +280,15 @@ def run_lingua(spec: str, texts: list[str], threads: int) -> dict:
         lambda: [top(detector.compute_language_confidence_values(text)) for text in texts]
     )
     batch, t_batch = timed(detector.detect_languages_in_parallel_of, texts)
-    batch_conf, t_batch_conf = timed(
-        detector.compute_language_confidence_values_in_parallel, texts
-    )
+    batch_conf, t_batch_conf = timed(detector.compute_language_confidence_values_in_parallel, texts)
     labels = [lingua_code(language) for language in detected]
     return {
         "load": load_t,
         "labels": labels,
         "main_speed": "compute_language_confidence_values(text)[0] per text",
-        "confidence_labels_differ": sum(a != b for a, (b, _) in zip(labels, confident, strict=True)),
+        "confidence_labels_differ": sum(
+            a != b for a, (b, _) in zip(labels, confident, strict=True)
+        ),
         "batch_equal_per_text": [lingua_code(x) for x in batch] == labels
         and [top(v) for v in batch_conf] == confident,
         "speed": {
@@ -316,11 +316,12 @@ def run_combo(spec: str, texts: list[str], threads: int) -> dict:
     langid.identify(pl.Series(texts[:WARM_UP]))
     detector.compute_language_confidence_values_in_parallel(texts[:WARM_UP])
 
-    def combined(k: int) -> list[str | None]:
+    def combined(k: int, candidates) -> list[str | None]:
         long = [i for i, n in enumerate(words) if n >= k]
         short = [i for i, n in enumerate(words) if n < k]
         labels: list[str | None] = [None] * len(texts)
-        found = langid.identify(pl.Series([texts[i] for i in long]))["language"].to_list()
+        found = langid.identify(pl.Series([texts[i] for i in long]), candidates)["language"]
+        found = found.to_list()
         for i, label in zip(long, found, strict=True):
             labels[i] = label
         values = detector.compute_language_confidence_values_in_parallel([texts[i] for i in short])
@@ -329,10 +330,11 @@ def run_combo(spec: str, texts: list[str], threads: int) -> dict:
         return labels
 
     result = {"load": load_t, "speed": {}, "labels_by_k": {}}
-    for k in COMBO_K:
-        labels, t = timed(combined, k)
-        result["labels_by_k"][str(k)] = labels
-        result["speed"][f"K={k}"] = t
+    for base, candidates in (("all", None), ("13", LANGUAGES)):
+        for k in COMBO_K:
+            labels, t = timed(combined, k, candidates)
+            result["labels_by_k"][f"{base} {k}"] = labels
+            result["speed"][f"{base} {k}"] = t
     return result
 
 
@@ -378,7 +380,7 @@ def spawn(spec: str, threads: int, texts_path: Path) -> dict:
     return result
 
 
-def accuracy(rows: list[dict], labels: list[str | None], keep=lambda row: True) -> dict:
+def accuracy(rows: list[dict], labels: list[str | None], keep) -> dict:
     chosen = [(row, label) for row, label in zip(rows, labels, strict=True) if keep(row)]
     right = sum(label == row["language"] for row, label in chosen)
     return {
@@ -389,12 +391,19 @@ def accuracy(rows: list[dict], labels: list[str | None], keep=lambda row: True) 
 
 
 def scored(rows: list[dict], labels: list[str | None]) -> dict:
-    catalog = lambda row: row["source"] == "catalog"  # noqa: E731
-    sms = [(row, label) for row, label in zip(rows, labels, strict=True) if row["source"] == "sms"]
-    wrong = Counter()
-    for row, label in sms:
-        if label != "en":
+    """Accuracy on the catalog messages (all, per bucket, per language) and on the SMS."""
+
+    def catalog(row: dict) -> bool:
+        return row["source"] == "catalog"
+
+    def sms(row: dict) -> bool:
+        return row["source"] == "sms"
+
+    wrong, wrong_judged = Counter(), 0
+    for row, label in zip(rows, labels, strict=True):
+        if sms(row) and label != "en":
             wrong[str(label)] += row["copies"]
+            wrong_judged += row["copies"] if row["words"] >= MIN_WORDS else 0
     return {
         "catalog": accuracy(rows, labels, catalog),
         "by_bucket": {
@@ -402,13 +411,20 @@ def scored(rows: list[dict], labels: list[str | None]) -> dict:
             for b in BUCKETS
         },
         "by_language": {
-            lang: accuracy(rows, labels, lambda r, lang=lang: catalog(r) and r["language"] == lang)
-            for lang in LANGUAGES
+            x: accuracy(rows, labels, lambda r, x=x: catalog(r) and r["language"] == x)
+            for x in LANGUAGES
         },
         "sms": {
-            **accuracy(rows, labels, lambda r: r["source"] == "sms"),
-            "not_english_unique": sum(label != "en" for _, label in sms),
+            **accuracy(rows, labels, sms),
+            "by_bucket": {
+                b: accuracy(rows, labels, lambda r, b=b: sms(r) and r["bucket"] == b)["accuracy"]
+                for b in BUCKETS
+            },
+            "not_english_unique": sum(
+                1 for r, x in zip(rows, labels, strict=True) if sms(r) and x != "en"
+            ),
             "not_english_rows": sum(wrong.values()),
+            "not_english_rows_judged": wrong_judged,
             "top_wrong_rows": wrong.most_common(6),
         },
     }
@@ -422,24 +438,33 @@ def rate(n: int, timing: dict) -> str:
     return f"{n / timing['s']:,.0f}"
 
 
+def table(header: list[str], numeric: int) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|---" * (len(header) - numeric) + "|---:" * numeric + "|",
+    ]
+
+
 def markdown(figures: dict, rows: list[dict]) -> str:
     n = len(rows)
-    results, sides = figures["results"], list(figures["results"])
+    results = figures["results"]
     catalog_rows = [r for r in rows if r["source"] == "catalog"]
     counts = Counter((r["language"], r["bucket"]) for r in catalog_rows)
     sms_counts = Counter(r["bucket"] for r in rows if r["source"] == "sms")
+    sms_unique = n - len(catalog_rows)
     out = ["## Language identification on short real texts (`bench/bench_langid_short.py`)", ""]
     out += [
         f"Machine: {figures['machine']}. Command: `{figures['command']}` "
         f"({figures['total_s']:.0f} s in all). {n:,} texts: {len(catalog_rows):,} gettext "
-        f"messages of {len(LANGUAGES)} languages (catalogs under /usr/share/locale, English = "
-        f"msgids) and {n - len(catalog_rows):,} distinct SMS of the SMS Spam Collection "
-        f"({figures['sms_rows']:,} rows), mean {figures['mean_words']:.1f} words.",
+        f"messages of {len(LANGUAGES)} languages (every catalog installed under "
+        f"/usr/share/locale/<lang>, English = their msgids) and {sms_unique:,} distinct SMS of "
+        f"the SMS Spam Collection ({figures['sms_rows']:,} rows, all English), mean "
+        f"{figures['mean_words']:.1f} words per text. Seed {SEED}, up to "
+        f"{figures['per_language'] // len(BUCKETS)} texts per language and bucket.",
         "",
         "Texts per word-count bucket:",
         "",
-        "| texts | " + " | ".join(BUCKETS) + " | all |",
-        "|---|" + "---:|" * (len(BUCKETS) + 1),
+        *table(["texts", *BUCKETS, "all"], len(BUCKETS) + 1),
     ]
     for language in LANGUAGES:
         cells = [counts[(language, b)] for b in BUCKETS]
@@ -448,16 +473,20 @@ def markdown(figures: dict, rows: list[dict]) -> str:
     out.append("| en SMS | " + " | ".join(map(str, cells)) + f" | {sum(cells)} |")
     out += [
         "",
-        "Accuracy (%) on the catalog messages, per bucket; undecided = no answer (counted "
-        "wrong); speed = records/s of the side's label+score path on one thread over all "
-        f"{n:,} texts; load = import + model load; RSS = peak RSS delta of the worker.",
+        f"Accuracy (%) on the {len(catalog_rows):,} catalog messages, all and per bucket "
+        "(words); undecided: texts without an answer, counted wrong; SMS: % of the distinct SMS "
+        "labelled en; records/s: the side's label-and-score path on one thread over all "
+        f"{n:,} texts; load: import and model load; RSS: the worker's peak RSS delta (MB). "
+        f"py3langid answers {figures['py3langid_labels']} labels, lingua "
+        f"{figures['lingua_languages']} languages; `-13`: restricted to the test data's "
+        f"{len(LANGUAGES)} languages.",
         "",
-        "| identifier | all | " + " | ".join(BUCKETS) + " | undecided | SMS en % | "
-        "records/s | load s | RSS MB |",
-        "|---|" + "---:|" * (len(BUCKETS) + 7),
+        *table(
+            ["identifier", "all", *BUCKETS, "undecided", "SMS", "records/s", "load s", "RSS"],
+            len(BUCKETS) + 6,
+        ),
     ]
-    for side in sides:
-        r = results[side]
+    for side, r in results.items():
         s = r["scores"]
         buckets = " | ".join(pct(s["by_bucket"][b]["accuracy"]) for b in BUCKETS)
         out.append(
@@ -468,59 +497,82 @@ def markdown(figures: dict, rows: list[dict]) -> str:
         )
     out += [
         "",
-        "Accuracy (%) per language (catalog messages):",
+        "Accuracy (%) per language (catalog messages, all buckets):",
         "",
-        "| identifier | " + " | ".join(LANGUAGES) + " |",
-        "|---|" + "---:|" * len(LANGUAGES),
+        *table(["identifier", *LANGUAGES], len(LANGUAGES)),
     ]
-    for side in sides:
-        by = results[side]["scores"]["by_language"]
+    for side, r in results.items():
+        by = r["scores"]["by_language"]
         out.append(f"| {side} | " + " | ".join(pct(by[x]["accuracy"]) for x in LANGUAGES) + " |")
     out += [
         "",
-        "English SMS labelled other than English (distinct texts / all rows with copies; "
-        "top wrong labels over rows):",
+        f"English SMS: % labelled en per bucket; labelled other than English: distinct texts, "
+        f"rows (with exact copies, {figures['sms_rows']:,} in all), rows of {MIN_WORDS}+ words "
+        f"(the quality stage's `language.min_words`: the only ones it judges); the top wrong "
+        "labels over rows:",
         "",
-        "| identifier | unique | rows | top wrong labels |",
-        "|---|---:|---:|---|",
+        *table(["identifier", *BUCKETS, "not en", "rows", f"rows {MIN_WORDS}+ w", "top wrong"], 7),
     ]
-    for side in sides:
-        sms = results[side]["scores"]["sms"]
+    for side, r in results.items():
+        sms = r["scores"]["sms"]
         tops = ", ".join(f"{label} {count}" for label, count in sms["top_wrong_rows"])
+        buckets = " | ".join(pct(sms["by_bucket"][b]) for b in BUCKETS)
         out.append(
-            f"| {side} | {sms['not_english_unique']} | {sms['not_english_rows']} | {tops} |"
+            f"| {side} | {buckets} | {sms['not_english_unique']} | {sms['not_english_rows']} | "
+            f"{sms['not_english_rows_judged']} | {tops} |"
         )
     out += [
         "",
-        "Speed of every path (records/s over all texts; CPU/wall shows the cores used):",
+        "Speed of every path (records/s over all texts; CPU/wall: the cores it kept busy):",
         "",
-        "| identifier | path | records/s | CPU/wall |",
-        "|---|---|---:|---:|",
+        *table(["identifier", "path", "records/s", "CPU/wall"], 2),
     ]
-    for side in sides:
-        for path, timing in results[side]["speed"].items():
-            if side.startswith("combo"):
-                continue
+    for side, r in results.items():
+        for path, timing in r["speed"].items():
             out.append(f"| {side} | {path} | {rate(n, timing)} | {timing['cpu_per_wall']} |")
-    for side, extra in figures["threads2"].items():
-        for path, timing in extra["speed"].items():
-            out.append(f"| {side} | {path} | {rate(n, timing)} | {timing['cpu_per_wall']} |")
+        if side in figures["threads2"]:
+            for path, timing in figures["threads2"][side]["speed"].items():
+                out.append(f"| {side} | {path} | {rate(n, timing)} | {timing['cpu_per_wall']} |")
+    checks = [
+        f"py3langid-13 `classify` = Thresher `identify(texts, candidates)`: "
+        f"{results['py3langid-13']['batched_equal_classify']}",
+        *(
+            f"{side}: batch APIs = per-text calls: {results[side]['batch_equal_per_text']}, "
+            f"top confidence label differs from `detect_language_of` on "
+            f"{results[side]['confidence_labels_differ']} texts"
+            for side in LINGUA
+        ),
+    ]
+    out += ["", "Checks: " + "; ".join(checks) + "."]
     combo = figures["combo"]
     out += [
         "",
-        f"Combination: Thresher `identify` for texts of >= K words, `{combo['lingua']}` below "
-        "(label and score from `compute_language_confidence_values_in_parallel`, 1 thread):",
+        f"Combination: Thresher `identify` (all its labels, or the 13 candidates) for texts of "
+        f">= K words, `{combo['lingua']}` below K (label and score from "
+        "`compute_language_confidence_values_in_parallel`, 1 thread); load "
+        f"{combo['load']['s']:.2f} s, RSS {combo['peak_rss_delta_mb']:.0f} MB:",
         "",
-        "| K | catalog all | " + " | ".join(BUCKETS) + " | SMS en % | SMS not en (rows) | "
-        "records/s |",
-        "|---:|---:|" + "---:|" * len(BUCKETS) + "---:|---:|---:|",
+        *table(
+            [
+                "py3langid",
+                "K",
+                "all",
+                *BUCKETS,
+                "SMS",
+                f"SMS not en rows {MIN_WORDS}+ w",
+                "records/s",
+            ],
+            len(BUCKETS) + 4,
+        ),
     ]
-    for k, c in combo["by_k"].items():
+    for key, c in combo["by_k"].items():
+        base, k = key.split()
         s = c["scores"]
         buckets = " | ".join(pct(s["by_bucket"][b]["accuracy"]) for b in BUCKETS)
         out.append(
-            f"| {k} | {pct(s['catalog']['accuracy'])} | {buckets} | {pct(s['sms']['accuracy'])} "
-            f"| {s['sms']['not_english_rows']} | {rate(n, c['speed'])} |"
+            f"| {base} | {k} | {pct(s['catalog']['accuracy'])} | {buckets} | "
+            f"{pct(s['sms']['accuracy'])} | {s['sms']['not_english_rows_judged']} | "
+            f"{rate(n, c['speed'])} |"
         )
     out += ["", "What the figures say:", "", "- (filled in after the run)", ""]
     return "\n".join(out)
@@ -538,7 +590,7 @@ def main() -> None:
         worker(args.worker, args.threads, args.texts, args.result)
         return
 
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     OUT.mkdir(parents=True, exist_ok=True)
     rows = build_texts(args.per_language)
     texts_path = OUT / "langid-short-texts.json"
@@ -563,20 +615,21 @@ def main() -> None:
     combo = {"lingua": f"lingua-13-{mode}", "load": combo_run["load"], "by_k": {}}
     combo["peak_rss_delta_mb"] = combo_run["peak_rss_delta_mb"]
     for k, labels in combo_run["labels_by_k"].items():
-        combo["by_k"][k] = {"scores": scored(rows, labels), "speed": combo_run["speed"][f"K={k}"]}
+        combo["by_k"][k] = {"scores": scored(rows, labels), "speed": combo_run["speed"][k]}
 
-    import lingua  # noqa: F401  (versions only)
     import polars as pl
-    from importlib.metadata import version
+    from lingua import Language
 
     figures = {
         "command": ".venv/bin/python bench/bench_langid_short.py"
         + (f" --per-language {args.per_language}" if args.per_language != 800 else ""),
         "machine": f"{os.cpu_count()} CPU cores, Python {sys.version.split()[0]}, polars "
         f"{pl.__version__}, py3langid {version('py3langid')}, lingua "
-        f"{version('lingua-language-detector')}, load average before the run "
-        f"{os.getloadavg()[0]:.1f}",
+        f"{version('lingua-language-detector')}, load average (1 min) before the run "
+        f"{load_before:.1f}, after {os.getloadavg()[0]:.1f}",
         "per_language": args.per_language,
+        "py3langid_labels": results["thresher"]["classes"],
+        "lingua_languages": len(Language.all()),
         "seed": SEED,
         "texts": len(rows),
         "sms_rows": sum(r["copies"] for r in rows if r["source"] == "sms"),

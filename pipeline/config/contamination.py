@@ -22,6 +22,22 @@ class NgramCheck(Strict):
     short_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         0.8, description="share of a short item's n-grams a record must hold"
     )
+    min_coverage: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.2,
+        description="share of an item's words the n-grams a record shares with it must cover "
+        "(Llama 2 calls an item with under 20% of its tokens covered clean); 0: one shared "
+        "n-gram is enough (GPT-3's rule)",
+    )
+    ignore_common_in_training: Annotated[int, Field(ge=1)] | None = Field(
+        10,
+        description="an n-gram found in more than this many checked records is boilerplate, "
+        "not evidence (GPT-3 ignored 13-grams frequent in its training data); null: none is",
+    )
+    ignore_common_in_items: Annotated[int, Field(ge=1)] | None = Field(
+        10,
+        description="an n-gram held by more than this many items of one protected set (or of "
+        "the test split) is boilerplate, not evidence; null: none is",
+    )
     action: ContaminationAction = "drop"
 
     @model_validator(mode="after")

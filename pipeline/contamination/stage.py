@@ -31,6 +31,7 @@ import polars as pl
 from pipeline.config import ContaminationConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
+from pipeline.core.progress import progress
 from pipeline.core.schema import review_decisions
 from pipeline.review import masked_for_review, review_items_of, with_review_hash
 from pipeline.stage import Indexed, RunContext, StageResult, add_counts
@@ -54,6 +55,7 @@ def build_index(
     """The indexes every part is checked against, built once into `folder`: this run's test
     split (read from the stage's whole input) and every protected evaluation set."""
     targets = _targets(frame, cfg, ctx, _embedding_cache(ctx))
+    _ignore_common(frame, cfg, ctx, [index for _, index in targets])
     with (folder / INDEX_FILE).open("wb") as file:
         pickle.dump(targets, file, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -171,6 +173,27 @@ _MATCHED = pl.DataFrame(
 )
 _DROP_COLUMNS = ["record_id", "source", "eval_set", "item_id", "method", "score", "span", "methods"]
 _EMPTY_MATCHES = pl.DataFrame(schema={**MATCH_SCHEMA, "eval_set": pl.String})
+
+
+def _ignore_common(
+    frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext, indexes: list
+) -> None:
+    """Count the item n-grams the checked records hold, part by part, and stop taking the
+    common ones (boilerplate) as evidence."""
+    check = cfg.methods.ngram
+    if check is None or check.ignore_common_in_training is None or not indexes:
+        return
+    checked = frame.filter(pl.col("split").is_in(cfg.check)).select("text")
+    total = checked.select(pl.len()).collect().item()
+    size = min(ctx.config.runner.part_rows, CHECK_BATCH)
+    with progress("contamination: common n-grams", total) as advance:
+        for start in range(0, total, size):
+            texts = checked.slice(start, size).collect()["text"]
+            for index in indexes:
+                index.count_training(texts)
+            advance(texts.len())
+    for index in indexes:
+        index.ignore_common()
 
 
 def _targets(

@@ -66,6 +66,7 @@ from pipeline.text.eval_sets import (
 )
 from pipeline.text.word_ngrams import (
     GramTable,
+    document_counts,
     gram_matches,
     gram_tables,
     item_grams,
@@ -105,6 +106,7 @@ class ContaminationIndex:
     minhash: pl.DataFrame | None = None  # item, keys, shingles
     vectors: np.ndarray | None = None  # item vectors, with `vector_items` their positions
     vector_items: np.ndarray | None = None
+    training_counts: list[np.ndarray] = field(default_factory=list)  # beside grams' hashes
     stats: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -155,6 +157,29 @@ class ContaminationIndex:
             index.vectors = np.ascontiguousarray(vectors[index.vector_items], dtype=np.float32)
         index.stats = stats
         return index
+
+    def count_training(self, texts: pl.Series) -> None:
+        """Add training texts to the counts of the texts holding each item n-gram (for
+        `ignore_common`)."""
+        check = self.methods.ngram
+        if not self.grams or check is None or check.ignore_common_in_training is None:
+            return
+        found = document_counts(texts, self.grams, WORKERS)
+        if not self.training_counts:
+            self.training_counts = [np.zeros_like(count) for count in found]
+        for total, part in zip(self.training_counts, found, strict=True):
+            total += part
+
+    def ignore_common(self) -> None:
+        """Stop taking as evidence the item n-grams that more than `ignore_common_in_training`
+        of the training texts counted hold."""
+        if not self.training_counts:
+            return
+        limit = self.methods.ngram.ignore_common_in_training
+        common = [count > limit for count in self.training_counts]
+        self.grams = [table.ignoring(more) for table, more in zip(self.grams, common, strict=True)]
+        self.stats["ngram"]["common_in_training"] = int(sum(more.sum() for more in common))
+        self.training_counts = []
 
     @property
     def skipped_short(self) -> int:

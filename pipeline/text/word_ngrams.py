@@ -19,7 +19,7 @@ lookup before the binary search. A record's n-grams are never kept beyond its ba
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -31,13 +31,17 @@ from pipeline.config import NgramCheck
 from pipeline.core.progress import progress
 from pipeline.text import minhash
 
-NGRAM_VERSION = 1  # bump when word or n-gram hashing changes: the file name changes with it
+NGRAM_VERSION = 2  # bump when the file's content changes (v2: positions and word counts)
 BATCH_BYTES = 1 << 22  # text bytes per n-gram batch (each batch costs some fixed work)
 # (text, item) pairs counted at once: an n-gram that many items share (boilerplate) expands
 # to one pair per item for every text holding it (10M spine records: 18M pairs in one batch)
 PAIR_BUDGET = 1 << 16
 
-_GRAMS_SCHEMA = pl.Schema({"n": pl.UInt8, "item": pl.UInt32, "hash": pl.UInt64})
+# an item's distinct n-grams, each with the word position of its first occurrence, and the
+# item's count of words (the same on each of its rows)
+_GRAMS_SCHEMA = pl.Schema(
+    {"n": pl.UInt8, "item": pl.UInt32, "hash": pl.UInt64, "at": pl.UInt32, "words": pl.UInt32}
+)
 _GRAM_MATCHES = pl.Schema(
     {"doc": pl.Int64, "item": pl.Int64, "score": pl.Float64, "span": pl.String}
 )
@@ -56,8 +60,9 @@ _UNICODE_NON_WORD = r"[^\p{L}\p{M}\p{N}\x00-\x7F]+"
 
 
 def item_grams(texts: pl.Series, check: NgramCheck) -> pl.DataFrame:
-    """(n, item, hash): the distinct n-grams of items of at least n words and the distinct
-    short_n-grams of items of short_n to n - 1 words, sorted."""
+    """(n, item, hash, at, words): the distinct n-grams of items of at least n words and the
+    distinct short_n-grams of items of short_n to n - 1 words, each at its first position,
+    sorted."""
     frames = [_GRAMS_SCHEMA.to_frame()]
     for words in word_hashes(texts.cast(pl.String)):
         counts = np.diff(words.bounds)
@@ -71,48 +76,79 @@ def item_grams(texts: pl.Series, check: NgramCheck) -> pl.DataFrame:
             grams = gram_hashes(words.hashes, n)[start]
             frames.append(
                 pl.DataFrame(
-                    {"n": np.full(len(grams), n), "item": words.rows[text], "hash": grams},
+                    {
+                        "n": np.full(len(grams), n),
+                        "item": words.rows[text],
+                        "hash": grams,
+                        "at": start - words.bounds[text],
+                        "words": counts[text],
+                    },
                     schema=_GRAMS_SCHEMA,
                 )
             )
-    return pl.concat(frames).unique().sort("n", "item", "hash", descending=[True, False, False])
+    grams = pl.concat(frames).sort(
+        "n", "item", "hash", "at", descending=[True, False, False, False]
+    )
+    return grams.unique(["n", "item", "hash"], keep="first", maintain_order=True)
 
 
 def gram_tables(
     grams: pl.DataFrame, check: NgramCheck, n_items: int
 ) -> tuple[list[GramTable], dict[str, Any]]:
     """The tables of the n-gram and the short_n-gram rules (each when some item has its
-    n-grams) and their stats: the settings and how many items each rule takes or skips."""
+    n-grams) and their stats: the settings, how many items each rule takes or skips, and how
+    many n-grams are too common among the items to be evidence."""
     tables = []
     long = grams.filter(pl.col("n") == check.n)
     short = grams.filter(pl.col("n") == check.short_n) if check.short_n < check.n else long.clear()
+    most = check.ignore_common_in_items
     if long.height:
-        tables.append(GramTable.of(long, check.n, n_items, 0.0))
+        tables.append(GramTable.of(long, check.n, n_items, check.min_coverage, True, most))
     if short.height:
-        tables.append(GramTable.of(short, check.short_n, n_items, check.short_fraction))
+        tables.append(
+            GramTable.of(short, check.short_n, n_items, check.short_fraction, False, most)
+        )
     long_items, short_items = long["item"].n_unique(), short["item"].n_unique()
     stats = {"n": check.n, "short_n": check.short_n, "long_items": long_items}
     stats |= {"short_items": short_items, "skipped_short": n_items - long_items - short_items}
+    stats["common_in_items"] = sum(int(table.ignored.sum()) for table in tables)
     return tables, stats
 
 
 @dataclass(frozen=True)
 class GramTable:
     """The n-grams of the items of one length rule: sorted distinct hashes, the items holding
-    each (hashes[k] is held by items[starts[k]:starts[k + 1]]), each item's count of distinct
-    n-grams, and a table over the top bits of the hashes that rules most others out."""
+    each (hashes[k] is held by items[starts[k]:starts[k + 1]], first at word positions[...]),
+    each item's count of distinct n-grams and of words, the n-grams that are not evidence
+    (too common), and a table over the top bits of the hashes that rules most others out."""
 
     n: int
     hashes: np.ndarray  # uint64, sorted, distinct
     starts: np.ndarray  # int64
     items: np.ndarray  # int64
-    sizes: np.ndarray  # int64, by item position
-    minimum: float  # the share of an item's n-grams a record must hold (0: one is enough)
+    positions: np.ndarray  # int64, beside items
+    sizes: np.ndarray  # int64, by item position: distinct n-grams
+    words: np.ndarray  # int64, by item position
+    # by_coverage: a record matches an item when the item words its shared n-grams cover
+    # reach `minimum` of its words (0: one shared n-gram is enough); else when the share of
+    # the item's n-grams it holds does
+    minimum: float
+    by_coverage: bool
+    ignored: np.ndarray  # bool, beside hashes
     table: np.ndarray  # bool
     shift: np.uint64
 
     @classmethod
-    def of(cls, grams: pl.DataFrame, n: int, n_items: int, minimum: float) -> GramTable:
+    def of(
+        cls,
+        grams: pl.DataFrame,
+        n: int,
+        n_items: int,
+        minimum: float,
+        by_coverage: bool,
+        most_items: int | None = None,
+    ) -> GramTable:
+        """The table of `grams`; an n-gram held by more than `most_items` items is ignored."""
         grams = grams.sort("hash", "item")
         ordered = grams["hash"].to_numpy()  # sorted: each hash's first row is where it changes
         first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
@@ -121,35 +157,86 @@ class GramTable:
         items = grams["item"].to_numpy().astype(np.int64)
         starts = np.append(first, len(items)).astype(np.int64)
         sizes = np.bincount(items, minlength=n_items).astype(np.int64)
+        words = np.zeros(n_items, dtype=np.int64)
+        words[items] = grams["words"].to_numpy()
+        holders = np.diff(starts)
+        ignored = holders > most_items if most_items is not None else np.zeros(len(hashes), bool)
         # about 64 slots per hash: 1 in 64 other n-grams gets to the binary search
         bits = int(np.clip(len(hashes).bit_length() + 6, 16, 26))
         shift = np.uint64(64 - bits)
         table = np.zeros(1 << bits, dtype=bool)
         table[hashes >> shift] = True
-        return cls(n, hashes, starts, items, sizes, minimum, table, shift)
+        positions = grams["at"].to_numpy().astype(np.int64)
+        return cls(
+            n, hashes, starts, items, positions, sizes, words, minimum, by_coverage, ignored,
+            table, shift,
+        )  # fmt: skip
 
     def find(self, grams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(positions in `grams`, keys) of the n-grams that items hold."""
+        """(positions in `grams`, keys) of the n-grams that items hold and that are evidence."""
         maybe = np.flatnonzero(self.table[grams >> self.shift])
         found = np.searchsorted(self.hashes, grams[maybe])
         found[found == len(self.hashes)] = 0
-        hit = self.hashes[found] == grams[maybe]
+        hit = (self.hashes[found] == grams[maybe]) & ~self.ignored[found]
         return maybe[hit], found[hit]
 
+    def ignoring(self, more: np.ndarray) -> GramTable:
+        """This table with the n-grams flagged in `more` (beside hashes) ignored too."""
+        return replace(self, ignored=self.ignored | more)
+
     def shared(self, text: np.ndarray, at: np.ndarray, key: np.ndarray) -> np.ndarray:
-        """(text, item, shared, at) for n-grams found in texts (at: a word position in
-        text order): `shared` counts the distinct n-grams a text and an item share, `at` is
-        where the first of them starts."""
+        """(text, item, shared, at, covered) for n-grams found in texts (at: a word position
+        in text order): `shared` counts the distinct n-grams a text and an item share, `at`
+        is where the first of them starts in the text, `covered` counts the item's words
+        that those n-grams cover."""
         first = _first_of_each(text << 32 | key)  # each distinct n-gram of a text once
         text, at, key = text[first], at[first], key[first]
         holders = self.starts[key + 1] - self.starts[key]
-        item = self.items[np.repeat(self.starts[key], holders) + _ramp(holders)]
+        held = np.repeat(self.starts[key], holders) + _ramp(holders)
+        item, where = self.items[held], self.positions[held]
         pair, at = np.repeat(text, holders) << 32 | item, np.repeat(at, holders)
-        order = np.lexsort((at, pair))
-        pair, at = pair[order], at[order]
+        order = np.lexsort((where, pair))  # by pair, then where the n-gram is in the item
+        pair, at, where = pair[order], at[order], where[order]
         first = np.flatnonzero(_first_of_each(pair, ordered=True))
         shared = np.diff(np.append(first, len(pair)))
-        return np.stack([pair[first] >> 32, pair[first] & 0xFFFFFFFF, shared, at[first]], axis=1)
+        # the words of a union of windows of n words: each window up to where the next begins
+        step = np.full(len(where), self.n, dtype=np.int64)
+        step[:-1] = np.minimum(np.diff(where), self.n)
+        step[np.append(first[1:], len(pair)) - 1] = self.n  # each pair's last window
+        covered = np.add.reduceat(step, first) if len(first) else first
+        earliest = np.minimum.reduceat(at, first) if len(first) else first
+        return np.stack(
+            [pair[first] >> 32, pair[first] & 0xFFFFFFFF, shared, earliest, covered], axis=1
+        )
+
+
+def document_counts(texts: pl.Series, tables: list[GramTable], workers: int) -> list[np.ndarray]:
+    """Per table, how many of `texts` hold each of its n-grams (beside its hashes), the texts
+    taken in batches of about BATCH_BYTES on `workers` threads."""
+    texts = texts.cast(pl.String)
+    bounds = _byte_batches(texts.str.len_bytes().fill_null(0).to_numpy(), BATCH_BYTES)
+
+    def batch(bound: tuple[int, int]) -> list[np.ndarray]:
+        some = word_hashes(texts.slice(bound[0], bound[1] - bound[0]))
+        return [_holding(some, table) for table in tables]
+
+    counts = [np.zeros(len(table.hashes), dtype=np.int64) for table in tables]
+    with ThreadPoolExecutor(workers) as pool:
+        for found in pool.map(batch, bounds):
+            for total, part in zip(counts, found, strict=True):
+                total += part
+    return counts
+
+
+def _holding(hashed: list[_Words], table: GramTable) -> np.ndarray:
+    """How many of the hashed texts hold each of the table's n-grams."""
+    counts = np.zeros(len(table.hashes), dtype=np.int64)
+    for words in hashed:
+        start, key = table.find(gram_hashes(words.hashes, table.n))
+        text, inside = words.windows(start, table.n)
+        pairs = np.unique(words.rows[text[inside]].astype(np.int64) << 32 | key[inside])
+        counts += np.bincount(pairs & 0xFFFFFFFF, minlength=len(table.hashes))
+    return counts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,9 +280,13 @@ def _batch_matches(texts: pl.Series, tables: list[GramTable]) -> pl.DataFrame:
                 shared = table.shared(
                     words.rows[at], start[low:high] - words.bounds[at], key[low:high]
                 )
-                score = shared[:, 2] / table.sizes[shared[:, 1]]
+                item = shared[:, 1]
+                if table.by_coverage:
+                    score = np.minimum(shared[:, 4] / table.words[item], 1.0)
+                else:
+                    score = shared[:, 2] / table.sizes[item]
                 keep = score >= table.minimum - 1e-12
-                columns = [shared[keep, 0], shared[keep, 1], score[keep], shared[keep, 3]]
+                columns = [shared[keep, 0], item[keep], score[keep], shared[keep, 3]]
                 found.append(_strongest(np.stack([*columns, np.full(keep.sum(), table.n)], 1)))
     found = _strongest(np.concatenate(found))
     rows = found[:, 0].astype(np.int64)

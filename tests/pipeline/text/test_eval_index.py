@@ -75,28 +75,45 @@ def _grams(words: list[str], n: int) -> list[tuple[str, ...]]:
 
 
 def _reference_ngram(records: list[str], items: list[str], check: NgramCheck) -> dict:
-    """row -> (item position, score, span) of the strongest n-gram match, in plain Python."""
+    """row -> (item position, score, span) of the strongest n-gram match, in plain Python: an
+    item of n words or more is scored by the share of its words that the n-grams it shares
+    with the record cover (n-grams held by more than `ignore_common_in_items` items are not
+    counted), a shorter one by the share of its short_n-grams the record holds."""
     item_grams = []
     for text in items:
         words = _words(text)
         n = check.n if len(words) >= check.n else check.short_n
-        item_grams.append((n, set(_grams(words, n)) if len(words) >= check.short_n else set()))
+        first_at: dict[tuple, int] = {}
+        if len(words) >= check.short_n:
+            for k, gram in enumerate(_grams(words, n)):
+                first_at.setdefault(gram, k)
+        item_grams.append((n, first_at, len(words)))
     holders: dict[tuple, list[int]] = {}
-    for position, (_, grams) in enumerate(item_grams):
+    for position, (_, grams, _) in enumerate(item_grams):
         for gram in grams:
             holders.setdefault(gram, []).append(position)
+    most = check.ignore_common_in_items
+    common = {gram for gram, held in holders.items() if most is not None and len(held) > most}
     found = {}
     for row, text in enumerate(records):
         words = _words(text)
-        mine = set(_grams(words, check.n)) | set(_grams(words, check.short_n))
+        mine = (set(_grams(words, check.n)) | set(_grams(words, check.short_n))) - common
         candidates = {item for gram in mine for item in holders.get(gram, [])}
         best = None
         for item in sorted(candidates):
-            n, grams = item_grams[item]
-            score = len(grams & mine) / len(grams)
-            enough = score > 0 if n == check.n else score >= check.short_fraction
+            n, grams, length = item_grams[item]
+            shared = set(grams) & mine
+            if n == check.n:
+                covered = set()
+                for gram in shared:
+                    covered |= set(range(grams[gram], grams[gram] + n))
+                score = len(covered) / length
+                enough = score >= check.min_coverage
+            else:
+                score = len(shared) / len(grams)
+                enough = score >= check.short_fraction
             if enough and (best is None or score > best[1]):
-                first = next(k for k, gram in enumerate(_grams(words, n)) if gram in grams)
+                first = next(k for k, gram in enumerate(_grams(words, n)) if gram in shared)
                 best = (item, score, " ".join(words[first : first + n]))
         if best:
             found[row] = best
@@ -212,22 +229,37 @@ def test_ngram_scores_and_spans_follow_the_rule(found, planted, humaneval):
 def test_items_sharing_boilerplate_are_scored_alike_in_small_pair_batches(
     changelog_entries, sms_spam, monkeypatch
 ):
-    """Every changelog entry opens with one 14-word notice, so each record holding it pairs with
-    every item: counted a few pairs at a time, texts are never split across batches and the
-    answers are the plain rule's."""
+    """Every changelog entry opens with one 14-word notice. By default an n-gram that many
+    items hold is boilerplate, not evidence: only the copies of items match. With that rule
+    and the coverage rule off (GPT-3's single 13-gram), each record holding the notice pairs
+    with every item: counted a few pairs at a time, texts are never split across batches and
+    the answers are the plain rule's."""
     notice = "this entry is distributed under the terms of the package and its copyright file"
     items = [f"{notice} {entry}" for entry in changelog_entries[:300]]
     messages = sms_spam["text"].drop_nulls().unique(maintain_order=True).head(400).to_list()
     records = [f"{message} {notice}" for message in messages[:200]] + messages[200:]
     records += [items[7], " ".join(items[42].split()[:40])]
-    index = ContaminationIndex.build(
+    default = ContaminationIndex.build(
         eval_items(pl.Series(items)), ContaminationMethods(exact=None, minhash=None)
+    )
+    found = default.matches(_records(records))
+    assert found["row"].to_list() == [400, 401] and default.stats["ngram"]["common_in_items"] >= 2
+    reference = _reference_ngram(records, items, NgramCheck())
+    assert {
+        row: (int(item), score)
+        for row, item, score in found.select("row", "item_id", "score").iter_rows()
+    } == {row: (item, pytest.approx(score)) for row, (item, score, _) in reference.items()}
+
+    every_gram = NgramCheck(min_coverage=0, ignore_common_in_items=None)
+    index = ContaminationIndex.build(
+        eval_items(pl.Series(items)),
+        ContaminationMethods(exact=None, minhash=None, ngram=every_gram),
     )
     whole = index.matches(_records(records))
     monkeypatch.setattr(word_ngrams, "PAIR_BUDGET", 50)
     batched = index.matches(_records(records))
     assert batched.equals(whole)
-    reference = _reference_ngram(records, items, NgramCheck())
+    reference = _reference_ngram(records, items, every_gram)
     got = {
         row: (int(item), score, span)
         for row, item, score, span in whole.select("row", "item_id", "score", "span").iter_rows()
@@ -306,6 +338,7 @@ def test_short_items_need_a_share_of_their_short_grams_and_the_shortest_are_skip
         "long_items": 0,
         "short_items": len(short),
         "skipped_short": len(tiny),
+        "common_in_items": 0,
     }
     assert index.skipped_short == len(tiny)
     found = index.matches(_records(records))
@@ -384,7 +417,7 @@ def test_an_evaluation_set_round_trips_and_its_files_are_reused(embedded, plante
     assert sorted(files) == sorted(
         [
             "items.parquet",
-            "ngrams-v1-n13-s5.parquet",
+            "ngrams-v2-n13-s5.parquet",
             eval_index.minhash_file(methods.minhash),
             f"embeddings-{vectors_key()}.npy",
         ]
@@ -420,7 +453,7 @@ def test_a_changed_or_missing_file_is_refused_naming_the_set_and_the_fix(humanev
     methods = ContaminationMethods()
     files = write_eval_set(humaneval.head(20), tmp_path, methods, None)
     assert len(files) == 3
-    grams = tmp_path / "ngrams-v1-n13-s5.parquet"
+    grams = tmp_path / "ngrams-v2-n13-s5.parquet"
     data = bytearray(grams.read_bytes())
     data[len(data) // 2] ^= 1
     grams.write_bytes(bytes(data))
@@ -432,7 +465,7 @@ def test_a_changed_or_missing_file_is_refused_naming_the_set_and_the_fix(humanev
     assert "thresher eval register humaneval PATH" in message
 
     grams.unlink()
-    with pytest.raises(DataError, match=r"ngrams-v1-n13-s5.parquet is missing; register it again"):
+    with pytest.raises(DataError, match=r"ngrams-v2-n13-s5.parquet is missing; register it again"):
         load_eval_set("humaneval", tmp_path, files)
     with pytest.raises(DataError, match="lists no items.parquet"):
         load_eval_set("humaneval", tmp_path, {})
