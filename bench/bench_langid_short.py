@@ -80,7 +80,7 @@ MAX_WORDS = 80
 COMBO_K = (4, 8, 16)
 LINGUA = tuple(f"lingua-{s}-{m}" for s in ("all", "13") for m in ("low", "high"))
 WARM_UP = 200
-MIN_WORDS = 5  # the quality stage judges the language of texts of this many words or more
+THREADS_REPEAT = 3  # the 2-thread batch calls: best of this many (the other core may be busy)
 
 FORMAT = re.compile(
     r"%(?:\([^)]*\))?(?:\d+\$)?[-+ #0'I]*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
@@ -169,6 +169,15 @@ def build_texts(per_language: int) -> list[dict]:
     return rows
 
 
+def stage_thresholds() -> tuple[int, float]:
+    """The quality stage's defaults: it judges the language of texts of `min_words` words or
+    more, and drops a record for its language only at `min_confidence` or more."""
+    from pipeline.config.quality import LanguageConfig
+
+    language = LanguageConfig()
+    return language.min_words, language.min_confidence
+
+
 # ---------------------------------------------------------------- worker side (subprocesses)
 
 
@@ -190,7 +199,10 @@ def lingua_code(language) -> str | None:
     return None if language is None else language.iso_code_639_1.name.lower()
 
 
-def top(values) -> tuple[str | None, float | None]:
+Answer = tuple[str | None, float | None]
+
+
+def top(values) -> Answer:
     """Label and score from lingua's confidence values (all zero: undecided)."""
     if not values or values[0].value == 0:
         return None, None
@@ -227,10 +239,10 @@ def run_thresher(texts: list[str], threads: int) -> dict:
     found, t = timed(langid.identify, series)
     return {
         "load": load_t,
-        "labels": found["language"].to_list(),
+        "answers": found.rows(),
         "speed": {"identify (batched)": t},
         "main_speed": "identify (batched)",
-        "classes": len(set(langid._identifier().nb_classes)),
+        "classes": len(langid.languages()),
     }
 
 
@@ -252,27 +264,26 @@ def run_py3langid_13(texts: list[str], threads: int) -> dict:
     batched, t_batched = timed(langid.identify, pl.Series(texts), LANGUAGES)
     return {
         "load": load_t,
-        "labels": [label for label, _ in found],
+        "answers": found,
         "main_speed": "classify per text",
         "speed": {"classify per text": t, "Thresher identify(texts, candidates)": t_batched},
-        "batched_equal_classify": batched.rows() == [tuple(row) for row in found],
+        "batched_equal_classify": batched.rows() == [tuple(answer) for answer in found],
     }
 
 
 def run_lingua(spec: str, texts: list[str], threads: int) -> dict:
     detector, load_t = timed(lingua_detector, spec)
     warm = texts[:WARM_UP]
-    if threads > 1:  # the batch APIs only, on `threads` threads
+    if threads > 1:  # the batch APIs only, on `threads` threads: best of THREADS_REPEAT
         detector.detect_languages_in_parallel_of(warm)
-        _, t_detect = timed(detector.detect_languages_in_parallel_of, texts)
-        _, t_conf = timed(detector.compute_language_confidence_values_in_parallel, texts)
-        return {
-            "load": load_t,
-            "speed": {
-                f"detect_languages_in_parallel_of, {threads} threads": t_detect,
-                f"compute_language_confidence_values_in_parallel, {threads} threads": t_conf,
-            },
-        }
+        speed = {}
+        for name in (
+            "detect_languages_in_parallel_of",
+            "compute_language_confidence_values_in_parallel",
+        ):
+            runs = [timed(getattr(detector, name), texts)[1] for _ in range(THREADS_REPEAT)]
+            speed[f"{name}, {threads} threads"] = min(runs, key=lambda run: run["s"])
+        return {"load": load_t, "speed": speed}
     [detector.detect_language_of(text) for text in warm]
     [detector.compute_language_confidence_values(text) for text in warm]
     detected, t_detect = timed(lambda: [detector.detect_language_of(text) for text in texts])
@@ -282,21 +293,28 @@ def run_lingua(spec: str, texts: list[str], threads: int) -> dict:
     batch, t_batch = timed(detector.detect_languages_in_parallel_of, texts)
     batch_conf, t_batch_conf = timed(detector.compute_language_confidence_values_in_parallel, texts)
     labels = [lingua_code(language) for language in detected]
+    batch_conf = [top(values) for values in batch_conf]
     return {
         "load": load_t,
-        "labels": labels,
+        "answers": [
+            (label, score if label else None)
+            for label, (_, score) in zip(labels, confident, strict=True)
+        ],
         "main_speed": "compute_language_confidence_values(text)[0] per text",
-        "confidence_labels_differ": sum(
-            a != b for a, (b, _) in zip(labels, confident, strict=True)
-        ),
-        "batch_equal_per_text": [lingua_code(x) for x in batch] == labels
-        and [top(v) for v in batch_conf] == confident,
         "speed": {
             "detect_language_of per text": t_detect,
             "compute_language_confidence_values(text)[0] per text": t_conf,
             "detect_languages_in_parallel_of, 1 thread": t_batch,
             "compute_language_confidence_values_in_parallel, 1 thread": t_batch_conf,
         },
+        "confidence_label_differs": sum(
+            a != b for a, (b, _) in zip(labels, confident, strict=True)
+        ),
+        "batch_labels_equal": [lingua_code(x) for x in batch] == labels
+        and [label for label, _ in batch_conf] == [label for label, _ in confident],
+        "batch_score_max_difference": max(
+            abs((a or 0) - (b or 0)) for (_, a), (_, b) in zip(batch_conf, confident, strict=True)
+        ),
     }
 
 
@@ -316,24 +334,23 @@ def run_combo(spec: str, texts: list[str], threads: int) -> dict:
     langid.identify(pl.Series(texts[:WARM_UP]))
     detector.compute_language_confidence_values_in_parallel(texts[:WARM_UP])
 
-    def combined(k: int, candidates) -> list[str | None]:
+    def combined(k: int, candidates) -> list[Answer]:
         long = [i for i, n in enumerate(words) if n >= k]
         short = [i for i, n in enumerate(words) if n < k]
-        labels: list[str | None] = [None] * len(texts)
-        found = langid.identify(pl.Series([texts[i] for i in long]), candidates)["language"]
-        found = found.to_list()
-        for i, label in zip(long, found, strict=True):
-            labels[i] = label
+        answers: list[Answer] = [(None, None)] * len(texts)
+        found = langid.identify(pl.Series([texts[i] for i in long], dtype=pl.String), candidates)
+        for i, answer in zip(long, found.rows(), strict=True):
+            answers[i] = answer
         values = detector.compute_language_confidence_values_in_parallel([texts[i] for i in short])
         for i, value in zip(short, values, strict=True):
-            labels[i] = top(value)[0]
-        return labels
+            answers[i] = top(value)
+        return answers
 
-    result = {"load": load_t, "speed": {}, "labels_by_k": {}}
+    result = {"load": load_t, "speed": {}, "answers_by_k": {}}
     for base, candidates in (("all", None), ("13", LANGUAGES)):
         for k in COMBO_K:
-            labels, t = timed(combined, k, candidates)
-            result["labels_by_k"][f"{base} {k}"] = labels
+            answers, t = timed(combined, k, candidates)
+            result["answers_by_k"][f"{base} {k}"] = answers
             result["speed"][f"{base} {k}"] = t
     return result
 
@@ -380,18 +397,30 @@ def spawn(spec: str, threads: int, texts_path: Path) -> dict:
     return result
 
 
-def accuracy(rows: list[dict], labels: list[str | None], keep) -> dict:
-    chosen = [(row, label) for row, label in zip(rows, labels, strict=True) if keep(row)]
-    right = sum(label == row["language"] for row, label in chosen)
+def accuracy(rows: list[dict], answers: list[Answer], keep) -> dict:
+    """Share right, texts without an answer, and the stage's view: the share answered with a
+    score of at least `min_confidence` (sure) and the accuracy of those."""
+    _, min_confidence = stage_thresholds()
+    chosen = [(row, a) for row, a in zip(rows, answers, strict=True) if keep(row)]
+    right = sum(label == row["language"] for row, (label, _) in chosen)
+    sure = [(row, label) for row, (label, score) in chosen if (score or 0) >= min_confidence]
     return {
         "n": len(chosen),
         "accuracy": round(right / len(chosen), 4) if chosen else None,
-        "undecided": sum(label is None for _, label in chosen),
+        "undecided": sum(label is None for _, (label, _) in chosen),
+        "sure": round(len(sure) / len(chosen), 4) if chosen else None,
+        "sure_accuracy": (
+            round(sum(label == row["language"] for row, label in sure) / len(sure), 4)
+            if sure
+            else None
+        ),
     }
 
 
-def scored(rows: list[dict], labels: list[str | None]) -> dict:
-    """Accuracy on the catalog messages (all, per bucket, per language) and on the SMS."""
+def scored(rows: list[dict], answers: list[Answer]) -> dict:
+    """Accuracy on the catalog messages (all, per bucket, per language) and on the SMS, with
+    the SMS rows (exact copies counted) the quality stage would drop under `allow: [en]`."""
+    min_words, min_confidence = stage_thresholds()
 
     def catalog(row: dict) -> bool:
         return row["source"] == "catalog"
@@ -399,33 +428,35 @@ def scored(rows: list[dict], labels: list[str | None]) -> dict:
     def sms(row: dict) -> bool:
         return row["source"] == "sms"
 
-    wrong, wrong_judged = Counter(), 0
-    for row, label in zip(rows, labels, strict=True):
+    wrong, dropped, unique = Counter(), Counter(), 0
+    for row, (label, score) in zip(rows, answers, strict=True):
         if sms(row) and label != "en":
+            unique += 1
             wrong[str(label)] += row["copies"]
-            wrong_judged += row["copies"] if row["words"] >= MIN_WORDS else 0
+            if row["words"] >= min_words and (score or 0) >= min_confidence:
+                dropped[str(label)] += row["copies"]
     return {
-        "catalog": accuracy(rows, labels, catalog),
+        "catalog": accuracy(rows, answers, catalog),
         "by_bucket": {
-            b: accuracy(rows, labels, lambda r, b=b: catalog(r) and r["bucket"] == b)
+            b: accuracy(rows, answers, lambda r, b=b: catalog(r) and r["bucket"] == b)
             for b in BUCKETS
         },
         "by_language": {
-            x: accuracy(rows, labels, lambda r, x=x: catalog(r) and r["language"] == x)
+            x: accuracy(rows, answers, lambda r, x=x: catalog(r) and r["language"] == x)
             for x in LANGUAGES
         },
+        "short": accuracy(rows, answers, lambda r: catalog(r) and r["words"] < 16),
         "sms": {
-            **accuracy(rows, labels, sms),
+            **accuracy(rows, answers, sms),
             "by_bucket": {
-                b: accuracy(rows, labels, lambda r, b=b: sms(r) and r["bucket"] == b)["accuracy"]
+                b: accuracy(rows, answers, lambda r, b=b: sms(r) and r["bucket"] == b)["accuracy"]
                 for b in BUCKETS
             },
-            "not_english_unique": sum(
-                1 for r, x in zip(rows, labels, strict=True) if sms(r) and x != "en"
-            ),
+            "not_english_unique": unique,
             "not_english_rows": sum(wrong.values()),
-            "not_english_rows_judged": wrong_judged,
+            "dropped_rows": sum(dropped.values()),
             "top_wrong_rows": wrong.most_common(6),
+            "top_dropped_rows": dropped.most_common(6),
         },
     }
 
@@ -438,20 +469,21 @@ def rate(n: int, timing: dict) -> str:
     return f"{n / timing['s']:,.0f}"
 
 
-def table(header: list[str], numeric: int) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|---" * (len(header) - numeric) + "|---:" * numeric + "|",
-    ]
+def table(header: list[str], align: str) -> list[str]:
+    """A Markdown table head; `align` has one letter per column, l or r."""
+    rule = "".join("|---:" if a == "r" else "|---" for a in align)
+    return ["| " + " | ".join(header) + " |", rule + "|"]
 
 
 def markdown(figures: dict, rows: list[dict]) -> str:
     n = len(rows)
+    min_words, min_confidence = stage_thresholds()
     results = figures["results"]
     catalog_rows = [r for r in rows if r["source"] == "catalog"]
     counts = Counter((r["language"], r["bucket"]) for r in catalog_rows)
     sms_counts = Counter(r["bucket"] for r in rows if r["source"] == "sms")
     sms_unique = n - len(catalog_rows)
+    nb = len(BUCKETS)
     out = ["## Language identification on short real texts (`bench/bench_langid_short.py`)", ""]
     out += [
         f"Machine: {figures['machine']}. Command: `{figures['command']}` "
@@ -460,11 +492,11 @@ def markdown(figures: dict, rows: list[dict]) -> str:
         f"/usr/share/locale/<lang>, English = their msgids) and {sms_unique:,} distinct SMS of "
         f"the SMS Spam Collection ({figures['sms_rows']:,} rows, all English), mean "
         f"{figures['mean_words']:.1f} words per text. Seed {SEED}, up to "
-        f"{figures['per_language'] // len(BUCKETS)} texts per language and bucket.",
+        f"{figures['per_language'] // nb} texts per language and bucket.",
         "",
         "Texts per word-count bucket:",
         "",
-        *table(["texts", *BUCKETS, "all"], len(BUCKETS) + 1),
+        *table(["texts", *BUCKETS, "all"], "l" + "r" * (nb + 1)),
     ]
     for language in LANGUAGES:
         cells = [counts[(language, b)] for b in BUCKETS]
@@ -474,24 +506,27 @@ def markdown(figures: dict, rows: list[dict]) -> str:
     out += [
         "",
         f"Accuracy (%) on the {len(catalog_rows):,} catalog messages, all and per bucket "
-        "(words); undecided: texts without an answer, counted wrong; SMS: % of the distinct SMS "
-        "labelled en; records/s: the side's label-and-score path on one thread over all "
-        f"{n:,} texts; load: import and model load; RSS: the worker's peak RSS delta (MB). "
-        f"py3langid answers {figures['py3langid_labels']} labels, lingua "
-        f"{figures['lingua_languages']} languages; `-13`: restricted to the test data's "
+        f"(words). undecided: texts without an answer (counted wrong). sure: % answered with a "
+        f"score >= {min_confidence} (the quality stage's `min_confidence`), acc sure: accuracy "
+        "of those. SMS: % of the distinct SMS labelled en. records/s: the side's label-and-score "
+        f"path on one thread over all {n:,} texts; load: import and model load (s); RSS: the "
+        f"worker's peak RSS delta (MB). py3langid answers {figures['py3langid_labels']} labels, "
+        f"lingua {figures['lingua_languages']} languages; `-13`: restricted to the test data's "
         f"{len(LANGUAGES)} languages.",
         "",
         *table(
-            ["identifier", "all", *BUCKETS, "undecided", "SMS", "records/s", "load s", "RSS"],
-            len(BUCKETS) + 6,
+            ["identifier", "all", *BUCKETS, "undecided", "sure", "acc sure", "SMS", "records/s",
+             "load s", "RSS MB"],
+            "l" + "r" * (nb + 8),
         ),
-    ]
+    ]  # fmt: skip
     for side, r in results.items():
         s = r["scores"]
+        c = s["catalog"]
         buckets = " | ".join(pct(s["by_bucket"][b]["accuracy"]) for b in BUCKETS)
         out.append(
-            f"| {side} | {pct(s['catalog']['accuracy'])} | {buckets} | "
-            f"{s['catalog']['undecided']} | {pct(s['sms']['accuracy'])} | "
+            f"| {side} | {pct(c['accuracy'])} | {buckets} | {c['undecided']} | {pct(c['sure'])} "
+            f"| {pct(c['sure_accuracy'])} | {pct(s['sms']['accuracy'])} | "
             f"{rate(n, r['speed'][r['main_speed']])} | {r['load']['s']:.2f} | "
             f"{r['peak_rss_delta_mb']:.0f} |"
         )
@@ -499,19 +534,22 @@ def markdown(figures: dict, rows: list[dict]) -> str:
         "",
         "Accuracy (%) per language (catalog messages, all buckets):",
         "",
-        *table(["identifier", *LANGUAGES], len(LANGUAGES)),
+        *table(["identifier", *LANGUAGES], "l" + "r" * len(LANGUAGES)),
     ]
     for side, r in results.items():
         by = r["scores"]["by_language"]
         out.append(f"| {side} | " + " | ".join(pct(by[x]["accuracy"]) for x in LANGUAGES) + " |")
     out += [
         "",
-        f"English SMS: % labelled en per bucket; labelled other than English: distinct texts, "
-        f"rows (with exact copies, {figures['sms_rows']:,} in all), rows of {MIN_WORDS}+ words "
-        f"(the quality stage's `language.min_words`: the only ones it judges); the top wrong "
-        "labels over rows:",
+        f"English SMS: % labelled en per bucket; labelled other than English: distinct texts and "
+        f"rows (exact copies counted, {figures['sms_rows']:,} rows in all); dropped: rows the "
+        f"quality stage would drop under `allow: [en]` ({min_words}+ words and a score >= "
+        f"{min_confidence}); the top wrong labels over rows:",
         "",
-        *table(["identifier", *BUCKETS, "not en", "rows", f"rows {MIN_WORDS}+ w", "top wrong"], 7),
+        *table(
+            ["identifier", *BUCKETS, "not en", "rows", "dropped", "top wrong labels (rows)"],
+            "l" + "r" * (nb + 3) + "l",
+        ),
     ]
     for side, r in results.items():
         sms = r["scores"]["sms"]
@@ -519,27 +557,27 @@ def markdown(figures: dict, rows: list[dict]) -> str:
         buckets = " | ".join(pct(sms["by_bucket"][b]) for b in BUCKETS)
         out.append(
             f"| {side} | {buckets} | {sms['not_english_unique']} | {sms['not_english_rows']} | "
-            f"{sms['not_english_rows_judged']} | {tops} |"
+            f"{sms['dropped_rows']} | {tops} |"
         )
     out += [
         "",
-        "Speed of every path (records/s over all texts; CPU/wall: the cores it kept busy):",
+        f"Speed of every path (records/s over all {n:,} texts; CPU/wall: the cores it kept busy; "
+        f"2 threads: best of {THREADS_REPEAT}):",
         "",
-        *table(["identifier", "path", "records/s", "CPU/wall"], 2),
+        *table(["identifier", "path", "records/s", "CPU/wall"], "llrr"),
     ]
     for side, r in results.items():
-        for path, timing in r["speed"].items():
+        speeds = {**r["speed"], **figures["threads2"].get(side, {}).get("speed", {})}
+        for path, timing in speeds.items():
             out.append(f"| {side} | {path} | {rate(n, timing)} | {timing['cpu_per_wall']} |")
-        if side in figures["threads2"]:
-            for path, timing in figures["threads2"][side]["speed"].items():
-                out.append(f"| {side} | {path} | {rate(n, timing)} | {timing['cpu_per_wall']} |")
     checks = [
-        f"py3langid-13 `classify` = Thresher `identify(texts, candidates)`: "
+        "py3langid-13 `classify` = Thresher `identify(texts, candidates)`, label and score: "
         f"{results['py3langid-13']['batched_equal_classify']}",
         *(
-            f"{side}: batch APIs = per-text calls: {results[side]['batch_equal_per_text']}, "
-            f"top confidence label differs from `detect_language_of` on "
-            f"{results[side]['confidence_labels_differ']} texts"
+            f"{side}: batch APIs give the per-text labels: {results[side]['batch_labels_equal']} "
+            f"(scores within {results[side]['batch_score_max_difference']:.0e}), top confidence "
+            f"label differs from `detect_language_of` on "
+            f"{results[side]['confidence_label_differs']} texts"
             for side in LINGUA
         ),
     ]
@@ -548,31 +586,24 @@ def markdown(figures: dict, rows: list[dict]) -> str:
     out += [
         "",
         f"Combination: Thresher `identify` (all its labels, or the 13 candidates) for texts of "
-        f">= K words, `{combo['lingua']}` below K (label and score from "
-        "`compute_language_confidence_values_in_parallel`, 1 thread); load "
-        f"{combo['load']['s']:.2f} s, RSS {combo['peak_rss_delta_mb']:.0f} MB:",
+        f">= K words, `{combo['lingua']}` below K (its mode more accurate under 16 words; label "
+        "and score from `compute_language_confidence_values_in_parallel`, 1 thread); load "
+        f"{combo['load']['s']:.2f} s, peak RSS delta {combo['peak_rss_delta_mb']:.0f} MB:",
         "",
         *table(
-            [
-                "py3langid",
-                "K",
-                "all",
-                *BUCKETS,
-                "SMS",
-                f"SMS not en rows {MIN_WORDS}+ w",
-                "records/s",
-            ],
-            len(BUCKETS) + 4,
+            ["py3langid", "K", "all", *BUCKETS, "sure", "acc sure", "SMS", "SMS dropped",
+             "records/s"],
+            "lr" + "r" * (nb + 6),
         ),
-    ]
+    ]  # fmt: skip
     for key, c in combo["by_k"].items():
         base, k = key.split()
         s = c["scores"]
         buckets = " | ".join(pct(s["by_bucket"][b]["accuracy"]) for b in BUCKETS)
         out.append(
             f"| {base} | {k} | {pct(s['catalog']['accuracy'])} | {buckets} | "
-            f"{pct(s['sms']['accuracy'])} | {s['sms']['not_english_rows_judged']} | "
-            f"{rate(n, c['speed'])} |"
+            f"{pct(s['catalog']['sure'])} | {pct(s['catalog']['sure_accuracy'])} | "
+            f"{pct(s['sms']['accuracy'])} | {s['sms']['dropped_rows']} | {rate(n, c['speed'])} |"
         )
     out += ["", "What the figures say:", "", "- (filled in after the run)", ""]
     return "\n".join(out)
@@ -600,22 +631,19 @@ def main() -> None:
     results, threads2 = {}, {}
     for spec in ("thresher", "py3langid-13", *LINGUA):
         results[spec] = spawn(spec, 1, texts_path)
-        results[spec]["scores"] = scored(rows, results[spec]["labels"])
+        results[spec]["scores"] = scored(rows, results[spec]["answers"])
         if spec.startswith("lingua"):
             threads2[spec] = spawn(spec, 2, texts_path)
 
-    def short_accuracy(spec: str) -> float:  # catalog texts under 16 words
-        found = accuracy(
-            rows, results[spec]["labels"], lambda r: r["source"] == "catalog" and r["words"] < 16
-        )
-        return found["accuracy"]
+    def short_accuracy(mode: str) -> tuple[float, bool]:  # catalog texts under 16 words
+        return results[f"lingua-13-{mode}"]["scores"]["short"]["accuracy"], mode == "low"
 
-    mode = max(("low", "high"), key=lambda m: (short_accuracy(f"lingua-13-{m}"), m == "low"))
+    mode = max(("low", "high"), key=short_accuracy)
     combo_run = spawn(f"combo-{mode}", 1, texts_path)
     combo = {"lingua": f"lingua-13-{mode}", "load": combo_run["load"], "by_k": {}}
     combo["peak_rss_delta_mb"] = combo_run["peak_rss_delta_mb"]
-    for k, labels in combo_run["labels_by_k"].items():
-        combo["by_k"][k] = {"scores": scored(rows, labels), "speed": combo_run["speed"][k]}
+    for k, answers in combo_run["answers_by_k"].items():
+        combo["by_k"][k] = {"scores": scored(rows, answers), "speed": combo_run["speed"][k]}
 
     import polars as pl
     from lingua import Language
@@ -641,7 +669,7 @@ def main() -> None:
     figures["total_s"] = time.perf_counter() - started
     text = markdown(figures, rows)
     for side in results.values():  # the per-text answers stay out of the JSON
-        side.pop("labels")
+        side.pop("answers")
     (OUT / "langid-short.json").write_text(json.dumps(figures, indent=1))
     (OUT / "langid-short.md").write_text(text)
     print(text)
