@@ -25,23 +25,28 @@ Identifiers, each in its own subprocess (its load time, its peak RSS), on one th
 
 - `thresher`: `pipeline.text.langid.identify` over a polars Series of all texts.
 - `py3langid-13`: py3langid's model restricted with `set_languages` to the 13 languages,
-  `classify` per text; the same restricted model through Thresher's batched walk is timed
-  too (its answers must equal `classify`'s).
+  `classify` per text; Thresher's `identify(texts, candidates)` with the same 13 is timed too
+  (its answers must equal `classify`'s, label and score).
 - `lingua-{all,13}-{low,high}`: lingua built from all its languages or `from_iso_codes_639_1`
   of the 13, in low- or high-accuracy mode, models preloaded at build time (the load time).
-  Timed: `detect_language_of` per text (the label scored), `compute_language_confidence_values
-  (text)[0]` per text (label and score, what the pipeline needs), and the batch APIs
-  `detect_languages_in_parallel_of` / `compute_language_confidence_values_in_parallel`, with
-  RAYON_NUM_THREADS=1 and, in a second subprocess, 2 (lingua has no thread argument; rayon's
-  pool reads that variable; the CPU/wall ratio shows the threads used). A text lingua cannot
-  decide (None) counts as wrong; their number is reported.
-- `combo K`: Thresher's `identify` for texts of >= K words, lingua (13 candidates, the mode
-  more accurate on texts under 16 words) below K, label and score from
-  `compute_language_confidence_values_in_parallel` (one thread), K in 4, 8, 16, run for real
-  in one subprocess.
+  Timed: `detect_language_of` per text (its label is the one scored),
+  `compute_language_confidence_values(text)[0]` per text (label and score, what the pipeline
+  needs; the score reported), and the batch APIs `detect_languages_in_parallel_of` and
+  `compute_language_confidence_values_in_parallel`, with RAYON_NUM_THREADS=1 and, in a second
+  subprocess, 2 (best of 3 there). lingua has no thread argument: rayon's global pool reads
+  that variable; the CPU/wall ratio shows the cores really used. A text lingua cannot decide
+  (None) counts as wrong; their number is reported.
+- combination: Thresher's `identify` (all labels, or the 13 candidates) for texts of >= K
+  words, lingua (13 candidates, the mode more accurate on catalog texts under 16 words) below
+  K, label and score from `compute_language_confidence_values_in_parallel` (one thread), K in
+  4, 8, 16, run for real in one subprocess.
 
+Figures: accuracy on the catalog messages (all, per bucket, per language); the share answered
+with a score >= the quality stage's `language.min_confidence` and their accuracy; on the SMS,
+the share labelled English, the wrong labels, and the rows (exact copies counted) the stage
+would drop under `allow: [en]` (>= `language.min_words` words, score >= `min_confidence`).
 Speed is records/s over all texts (catalog and SMS), after a warm-up on 200 texts; single
-runs, so a busy machine shows (its load average is recorded). Peak RSS delta: the worker's
+runs, so a busy machine shows (the load average is recorded). Peak RSS delta: the worker's
 high-water mark (VmHWM, reset through /proc/self/clear_refs after the texts are read and
 numpy/polars imported) minus its RSS at that point.
 

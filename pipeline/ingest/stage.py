@@ -35,7 +35,12 @@ INGEST_THREADS = 2
 # Run-folder files are read once and deleted: write speed matters more than size.
 INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
 _REPAIRS = pl.Schema(
-    {"record_id": pl.String, "source": pl.String, "location": pl.String, "steps": pl.List(pl.String)}
+    {
+        "record_id": pl.String,
+        "source": pl.String,
+        "location": pl.String,
+        "steps": pl.List(pl.String),
+    }
 )
 
 
@@ -110,7 +115,9 @@ def finish(out_dir: Path) -> pl.DataFrame:
     writer.remove(repeats)
     repair_files = sorted(out_dir.glob("repairs-*.parquet"))
     repaired = pl.concat([_REPAIRS.to_frame(), *map(pl.read_parquet, repair_files)])
-    repaired = repaired.join(repeats, on=["record_id", "location"], how="anti", maintain_order="left")
+    repaired = repaired.join(
+        repeats, on=["record_id", "location"], how="anti", maintain_order="left"
+    )
     edits = ledger.events(
         repaired, stage=STAGE, action=reasons.EDITED, reason=reasons.ENCODING_REPAIRED,
         evidence=pl.struct("steps"),

@@ -719,6 +719,8 @@ def test_encoding_damage_in_real_sms_is_repaired_as_an_edit(tmp_path, sms_spam):
     sources = [SourceDeclaration(**{**SMS_SOURCE, "base_dir": str(off)})]
     cfg = RunConfig(name="t", workdir=str(off / "work"), sources=sources)
     ctx = RunContext(run_id="r", run_dir=off / "work", config=cfg, config_hash=config_hash(cfg))
-    kept = ingest(sources, ctx, off / "work" / "in", cfg.ingest.model_copy(update={"repair_encoding": False}))
+    kept = ingest(
+        sources, ctx, off / "work" / "in", cfg.ingest.model_copy(update={"repair_encoding": False})
+    )
     assert kept.events.height == 0
     assert kept.frame.collect()["text"].str.contains("\x92").all()

@@ -103,7 +103,9 @@ def test_sms_survive_short_messages_their_cp1252_damage_repaired_at_ingest(tmp_p
     ingested = dict(frame.select("record_id", "text").collect().iter_rows())
     assert all(ingested[r] == text for r, text in kept.select("record_id", "text").iter_rows())
     repaired = [text for r, text in ingested.items() if index[r] in with_control]
-    assert len(repaired) == 6 and all("\u2019" in text and not c1_controls(text) for text in repaired)
+    assert len(repaired) == 6 and all(
+        "\u2019" in text and not c1_controls(text) for text in repaired
+    )
     assert stats["dropped_by_source_and_reason"] == {} and stats["lines_removed"] == 0
     assert set(kept["language"]) >= {"en"} and kept["language_score"].is_not_null().all()
 
