@@ -263,6 +263,7 @@ def run_py3langid_13(texts: list[str], threads: int) -> dict:
     identifier, load_t = timed(load)
     [identifier.classify(text) for text in texts[:WARM_UP]]
     found, t = timed(lambda: [identifier.classify(text) for text in texts])
+    peak_kb = status_kb("VmHWM")  # classify's own peak, before Thresher's copy of the model
     from pipeline.text import langid  # the same restriction through Thresher's batched walk
 
     langid.identify(pl.Series(texts[:WARM_UP]), LANGUAGES)
@@ -273,6 +274,7 @@ def run_py3langid_13(texts: list[str], threads: int) -> dict:
         "main_speed": "classify per text",
         "speed": {"classify per text": t, "Thresher identify(texts, candidates)": t_batched},
         "batched_equal_classify": batched.rows() == [tuple(answer) for answer in found],
+        "peak_kb": peak_kb,
     }
 
 
@@ -376,7 +378,8 @@ def worker(spec: str, threads: int, texts_path: Path, result_path: Path) -> None
     else:
         result = run_combo(spec, texts, threads)
     result["rss_start_mb"] = round(baseline_kb / 1024, 1)
-    result["peak_rss_delta_mb"] = round((status_kb("VmHWM") - baseline_kb) / 1024, 1)
+    peak_kb = result.pop("peak_kb", None) or status_kb("VmHWM")
+    result["peak_rss_delta_mb"] = round((peak_kb - baseline_kb) / 1024, 1)
     result_path.write_text(json.dumps(result))
 
 
@@ -610,8 +613,89 @@ def markdown(figures: dict, rows: list[dict]) -> str:
             f"{pct(s['catalog']['sure'])} | {pct(s['catalog']['sure_accuracy'])} | "
             f"{pct(s['sms']['accuracy'])} | {s['sms']['dropped_rows']} | {rate(n, c['speed'])} |"
         )
-    out += ["", "What the figures say:", "", "- (filled in after the run)", ""]
+    out += ["", "What the figures say:", "", *findings(figures), ""]
     return "\n".join(out)
+
+
+def findings(figures: dict) -> list[str]:
+    """The bullet lines under the tables, worded from the figures."""
+    results, n = figures["results"], figures["texts"]
+    min_words, min_confidence = stage_thresholds()
+
+    def acc(side: str, b: str) -> str:
+        return pct(results[side]["scores"]["by_bucket"][b]["accuracy"])
+
+    def sms(side: str) -> dict:
+        return results[side]["scores"]["sms"]
+
+    def speed(side: str) -> str:
+        return rate(n, results[side]["speed"][results[side]["main_speed"]])
+
+    lingua = figures["combo"]["lingua"]
+    best_short = max(
+        results, key=lambda side: results[side]["scores"]["by_bucket"]["1-3"]["accuracy"]
+    )
+    wins = [
+        b
+        for b in BUCKETS
+        if results[lingua]["scores"]["by_bucket"][b]["accuracy"]
+        > results["py3langid-13"]["scores"]["by_bucket"][b]["accuracy"]
+    ]
+    combos = figures["combo"]["by_k"]
+    best_combo = max(combos, key=lambda key: combos[key]["scores"]["catalog"]["accuracy"])
+    thresher_drop = sms("thresher")["top_dropped_rows"]
+    short = {side: results[side]["scores"]["by_bucket"]["1-3"]["accuracy"] for side in results}
+    by_candidates = short["py3langid-13"] - short["thresher"]
+    by_lingua = short["lingua-all-high"] - short["thresher"]
+    k = int(best_combo.split()[1])
+    lead = "Candidates matter more than the identifier"
+    if by_candidates <= by_lingua:
+        lead = "The identifier matters more than the candidates"
+    two = figures["threads2"]["lingua-13-high"]["speed"]
+    two = two["compute_language_confidence_values_in_parallel, 2 threads"]
+    return [
+        f"- Words decide: every identifier is at {min(acc(s, '16+') for s in results)}% or more "
+        f"from 16 words, while at 1-3 words Thresher (all {figures['py3langid_labels']} labels) "
+        f"gets {acc('thresher', '1-3')}% and the best, {best_short}, {acc(best_short, '1-3')}%. "
+        f"The quality stage judges the language only from {min_words} words.",
+        f"- {lead} at 1-3 words: restricting py3langid to the 13 languages lifts them from "
+        f"{acc('thresher', '1-3')} to {acc('py3langid-13', '1-3')}% (4-7: "
+        f"{acc('thresher', '4-7')} -> {acc('py3langid-13', '4-7')}%), lingua high over all its "
+        f"languages gets {acc('lingua-all-high', '1-3')}%, and {acc('lingua-13-high', '1-3')}% "
+        f"with the candidates. With the same candidates, {lingua} beats py3langid only at "
+        f"{', '.join(wins) or 'no'} words. (The candidates are exactly the test data's "
+        "languages: an upper bound for a real corpus.)",
+        f"- English SMS: Thresher labels {sms('thresher')['not_english_rows']} of "
+        f"{figures['sms_rows']:,} rows other than English "
+        f"({', '.join(f'{x} {c}' for x, c in sms('thresher')['top_wrong_rows'][:2])}), but would "
+        f"drop only {sms('thresher')['dropped_rows']} under `allow: [en]` (most are short or "
+        f"under {min_confidence}; dropped: {', '.join(f'{x} {c}' for x, c in thresher_drop[:3])}"
+        f"); with candidates py3langid drops {sms('py3langid-13')['dropped_rows']}, "
+        f"lingua-13-high {sms('lingua-13-high')['dropped_rows']}, lingua-all-high "
+        f"{sms('lingua-all-high')['dropped_rows']}; low-accuracy mode drops "
+        f"{sms('lingua-13-low')['dropped_rows']} (13) and {sms('lingua-all-low')['dropped_rows']} "
+        "(all).",
+        f"- Cost on one thread: Thresher {speed('thresher')} records/s, load "
+        f"{results['thresher']['load']['s']:.1f} s, {results['thresher']['peak_rss_delta_mb']:.0f}"
+        f" MB; lingua-13-high {speed('lingua-13-high')}/s, "
+        f"{results['lingua-13-high']['load']['s']:.1f} s, "
+        f"{results['lingua-13-high']['peak_rss_delta_mb']:.0f} MB; lingua-all-high "
+        f"{speed('lingua-all-high')}/s, {results['lingua-all-high']['load']['s']:.1f} s, "
+        f"{results['lingua-all-high']['peak_rss_delta_mb']:.0f} MB. lingua's batch APIs give "
+        "the per-text answers; they have no thread argument, RAYON_NUM_THREADS=2 gives "
+        f"lingua-13-high {rate(n, two)}/s (CPU/wall {two['cpu_per_wall']}).",
+        f"- Combination: the best is py3langid ({best_combo.split()[0]} labels) from K="
+        f"{best_combo.split()[1]} words with {lingua} below: "
+        f"{pct(combos[best_combo]['scores']['catalog']['accuracy'])}% against "
+        f"{pct(results['py3langid-13']['scores']['catalog']['accuracy'])}% for py3langid-13 alone "
+        f"and {pct(results['thresher']['scores']['catalog']['accuracy'])}% for Thresher, at "
+        f"{rate(n, combos[best_combo]['speed'])} records/s"
+        + (
+            f"; its gain is in texts the stage does not judge (under {min_words} words)."
+            if k <= min_words
+            else "."
+        ),
+    ]
 
 
 def main() -> None:

@@ -40,20 +40,35 @@ def _fixer_config():
 def repair_encoding(texts: pl.Series) -> tuple[pl.Series, pl.Series]:
     """(texts with encoding damage repaired and normalized as ingest normalizes, and per text
     the steps ftfy took, e.g. ["encode:latin-1", "decode:windows-1252"]; null where nothing
-    changed)."""
+    changed). Only the damaged lines go through ftfy (which fixes text line by line too): a
+    long chat log with one damaged message costs one line's repair."""
     import ftfy
 
     positions = texts.str.contains(DAMAGE).fill_null(False).arg_true()
     steps: list[list[str] | None] = [None] * texts.len()
     if positions.len() == 0:
         return texts, pl.Series(texts.name, steps, dtype=pl.List(pl.String))
+    lines = (
+        pl.DataFrame({"text": texts.gather(positions)})
+        .with_row_index("candidate")
+        .select("candidate", pl.col("text").str.split("\n").alias("line"))
+        .explode("line")
+        .with_row_index("at")
+    )
+    damaged = lines.filter(pl.col("line").str.contains(DAMAGE))
     config = _fixer_config()
-    fixed, taken = [], []
-    for text in texts.gather(positions).to_list():
-        repaired, explanation = ftfy.fix_and_explain(text, config)
+    fixed, taken = [], [[] for _ in range(positions.len())]
+    for candidate, line in damaged.select("candidate", "line").iter_rows():
+        repaired, explanation = ftfy.fix_and_explain(line, config)
         fixed.append(repaired)
-        taken.append([f"{step}:{argument}" for step, argument in explanation or ()])
-    fixed_texts = normalize_text(pl.Series(texts.name, fixed, dtype=pl.String))
+        for step, argument in explanation or ():
+            if f"{step}:{argument}" not in taken[candidate]:
+                taken[candidate].append(f"{step}:{argument}")
+    lines = lines.with_columns(
+        lines["line"].scatter(damaged["at"], pl.Series(fixed, dtype=pl.String))
+    )
+    joined = lines.group_by("candidate", maintain_order=True).agg(pl.col("line").str.join("\n"))
+    fixed_texts = normalize_text(joined["line"].rename(texts.name))
     changed = (fixed_texts != texts.gather(positions)).to_list()
     for position, took, differs in zip(positions.to_list(), taken, changed, strict=True):
         if differs:

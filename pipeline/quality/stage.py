@@ -2,10 +2,14 @@
 removals, and the Gopher, C4, FineWeb and encoding rules; every drop names its rule, the
 measured value and the bound.
 
-Profiles: `prose` applies everything; `short_messages` the encoding rules, lorem ipsum and
-the language when identified with `min_confidence` (texts under `language.min_words` words
-are not judged by it; an uncertain language drops only prose), never a rule about length; `code` the encoding rules; `none` nothing. Order of the drops: encoding, then
-language, then C4 and FineWeb, then Gopher (on the text after line removals).
+Every record's language is identified on its text as the stage gets it (before any line is
+removed), whatever its profile, among `language.candidates` when they are given, and kept
+as the `language` and `language_score` columns the shards publish. Profiles: `prose` applies
+everything; `short_messages` the encoding rules, lorem ipsum and the language when
+identified with `min_confidence` (texts under `language.min_words` words are not judged by
+it; an uncertain language drops only prose), never a rule about length; `code` the encoding
+rules; `none` nothing. Order of the drops: encoding, then language, then C4 and FineWeb, then
+Gopher (on the text after line removals).
 """
 
 from __future__ import annotations
