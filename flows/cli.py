@@ -228,6 +228,12 @@ def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
         yield
 
 
+def _ignored(ngrams: dict[str, int]) -> str:
+    """How many of a set's n-grams were too common (boilerplate) to be evidence, if any."""
+    total = sum(ngrams.values())
+    return f" ({total:,} boilerplate n-gram(s) ignored)" if total else ""
+
+
 def _print_summary(summary: dict[str, Any], out: Console) -> None:
     state = "new version" if summary["created"] else "identical to an existing version"
     if summary.get("unchanged_since"):
@@ -283,7 +289,7 @@ def _print_summary(summary: dict[str, Any], out: Console) -> None:
     checked = summary["contamination"]
     per_set = ", ".join(
         f"{name}: {figures['contaminated_items']} of {figures['items']} items matched by "
-        f"{figures['records']} record(s)"
+        f"{figures['records']} record(s)" + _ignored(figures.get("ignored_ngrams", {}))
         for name, figures in checked["eval_sets"].items()
         if figures["items"]
     )

@@ -276,6 +276,10 @@ def _part_figures(index: ContaminationIndex, matched: pl.DataFrame, name: str) -
         "records": matches["record_id"].n_unique(),
         "by_method": by_method,
         "examples": matches["record_id"].unique().sort().head(EXAMPLES).to_list(),
+        "ignored_ngrams": {
+            key: index.stats.get("ngram", {}).get(key, 0)
+            for key in ("common_in_training", "common_in_items")
+        },
     }
 
 
@@ -300,6 +304,7 @@ def _set_figures(parts: list[dict]) -> dict:
         "records": sum(part["records"] for part in parts),
         "by_method": by_method,
         "examples": sorted(r for part in parts for r in part["examples"])[:EXAMPLES],
+        "ignored_ngrams": parts[0]["ignored_ngrams"],  # one index: the same in every part
     }
 
 

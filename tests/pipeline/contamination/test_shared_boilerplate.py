@@ -99,3 +99,5 @@ def test_shared_copyright_boilerplate_is_not_contamination_but_copies_are(tmp_pa
             "".join(c if c.isalnum() else " " for c in item.lower()).split()
         )
     assert result.stats["dropped"] == len(copies)
+    ignored = result.stats["eval_sets"]["test"]["ignored_ngrams"]
+    assert ignored["common_in_training"] > 100 and ignored["common_in_items"] == 0
