@@ -71,6 +71,10 @@ def quality_scan(
     languages: Annotated[
         str | None, typer.Option("--languages", help="Allowed languages, e.g. en,de.")
     ] = None,
+    candidates: Annotated[
+        str | None,
+        typer.Option("--candidates", help="The languages the file may hold, e.g. en,de,fr."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score every record of a file: language, quality values and the reason it would be
@@ -85,7 +89,13 @@ def quality_scan(
     if not path.exists():
         fail(f"{path}: no such file")
     allowed = [code.strip() for code in languages.split(",")] if languages else None
-    cfg = QualityConfig(default_profile=profile, language={"allow": allowed})
+    among = [code.strip() for code in candidates.split(",")] if candidates else None
+    try:
+        cfg = QualityConfig(
+            default_profile=profile, language={"allow": allowed, "candidates": among}
+        )
+    except ValueError as error:
+        fail(f"--languages/--candidates: {error}")
     texts: list[str | None] = []
     try:
         for batch in field_batches(path, text_field):
@@ -96,10 +106,12 @@ def quality_scan(
         {"record_id": [str(i) for i in range(len(texts))], "source": "file", "text": texts},
         schema={"record_id": pl.String, "source": pl.String, "text": pl.String},
     ).filter(pl.col("text").is_not_null())
-    measured = (
-        measure(records, cfg)
-        .with_columns(pl.col("record_id").cast(pl.Int64).alias("index"))
-        .sort("index")
+    try:
+        measured = measure(records, cfg)
+    except ValueError as error:  # a candidate py3langid does not know
+        fail(f"--candidates: {error}")
+    measured = measured.with_columns(pl.col("record_id").cast(pl.Int64).alias("index")).sort(
+        "index"
     )
     _print(measured, "index", as_json)
     if measured["reason"].is_not_null().any():

@@ -134,6 +134,32 @@ def test_batches_give_py3langids_answers_exactly(sms_spam, monkeypatch):
     assert identify(pl.Series(texts, dtype=pl.String)).rows() == found.rows()
 
 
+def test_candidates_give_py3langids_restricted_answers_and_keep_english_sms_english(sms_spam):
+    """Among candidates, every answer is py3langid's after `set_languages` (language and score
+    to the last bit); on the real SMS, the informal English py3langid calls Nigerian Pidgin
+    (pcm) or Luganda (lg) is English among the languages a corpus may hold."""
+    from py3langid.langid import _load_identifier
+
+    candidates = ["en", "de", "fr", "es", "it", "nl", "pt", "sr"]  # sr: a label given twice
+    texts = [
+        *sms_spam["text"].to_list(),
+        *(t for lang in LANGUAGES for _, t in catalog_messages(lang)[1]),
+    ]
+    restricted = _load_identifier(norm_probs=True)
+    restricted.set_languages(candidates)
+    among = identify(pl.Series(texts), candidates)
+    assert among.rows() == [restricted.classify(text) for text in texts]
+    assert set(among["language"]) <= set(candidates)
+
+    sms = pl.Series(sms_spam["text"])
+    anywhere = identify(sms)
+    rare = anywhere["language"].is_in(["pcm", "lg"])
+    assert rare.sum() > 100
+    assert (identify(sms, candidates)["language"].filter(rare) == "en").mean() > 0.8  # 86%
+    with pytest.raises(ValueError, match="unknown language code.*xx: py3langid knows"):
+        identify(sms.head(1), ["en", "xx"])
+
+
 def test_null_text_has_no_language_and_empty_input_keeps_the_schema():
     _, pairs = catalog_messages("fr")
     found = identify(pl.Series([None, pairs[0][1], None], dtype=pl.String))
