@@ -69,6 +69,9 @@ COLUMNS = {
     "augmented_from": "For a variant made by the augmentation stage: its origin's record_id.",
     "cluster_id": "Smallest record_id among the record's duplicates and related records.",
     "split": "train, validation or test.",
+    "language": "ISO 639 code of the text's language as identified by the quality stage "
+    "(py3langid, among the configured candidates).",
+    "language_score": "The identifier's probability for that language (0 to 1).",
 }
 
 
