@@ -698,6 +698,46 @@ def findings(figures: dict) -> list[str]:
     ]
 
 
+# A candidate list that leaves languages out: the demo's (flows/demo.py)
+PARTIAL = ("en", "de", "fr", "es", "it", "nl", "pt")
+
+
+def outside_report(rows: list[dict]) -> str:
+    """`identify` among PARTIAL, strictly (every answer a candidate) and as the quality stage
+    runs it (a text whose probability lies 95% outside the candidates keeps py3langid's own
+    answer), on texts of 5+ words (those the stage judges): how many texts in a candidate
+    language are right, how many in a left-out language are forced into a candidate, and the
+    distinct SMS called English."""
+    import polars as pl
+
+    from pipeline.text.langid import identify
+
+    judged = [row for row in rows if row["words"] >= 5]
+    texts = pl.Series([row["text"] for row in judged])
+    truth = [row["language"] for row in judged]
+    lines = table(
+        ["rule", "right (candidate languages)", "forced into a candidate (others)", "SMS en"],
+        "lrrr",
+    )
+    for name, outside in (("strict", 1.01), ("keep outside >= 0.95 (default)", 0.95)):
+        found = identify(texts, list(PARTIAL), outside)["language"].to_list()
+        inside = [
+            (f, t)
+            for f, t, r in zip(found, truth, judged, strict=True)
+            if t in PARTIAL and r["source"] == "catalog"
+        ]
+        others = [(f, t) for f, t in zip(found, truth, strict=True) if t not in PARTIAL]
+        sms = [f for f, r in zip(found, judged, strict=True) if r["source"] == "sms"]
+        right = sum(f == t for f, t in inside)
+        forced = sum(f in PARTIAL for f, _ in others)
+        lines.append(
+            f"| {name} | {right:,} / {len(inside):,} ({pct(right / len(inside))}) "
+            f"| {forced:,} / {len(others):,} ({pct(forced / len(others))}) "
+            f"| {pct(sum(f == 'en' for f in sms) / len(sms))} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-language", type=int, default=800)
@@ -705,9 +745,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--texts", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--outside", action="store_true", help="only candidates that leave languages out"
+    )
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.threads, args.texts, args.result)
+        return
+    if args.outside:
+        print(outside_report(build_texts(args.per_language)))
         return
 
     started, load_before = time.perf_counter(), os.getloadavg()[0]

@@ -154,7 +154,7 @@ def write_demo_config(directory: Path) -> Path:
         "quality": {
             # SMS and questions are short by nature; changelog entries are lists, not prose
             "profiles": {"debian-changelogs": "code"},
-            # the languages these sources may hold: py3langid's rarer labels (it calls 121 of
+            # the languages these sources may hold: py3langid's rarer labels (it calls 128 of
             # the English SMS Nigerian Pidgin) are never chosen for their informal English
             "language": {
                 "allow": ["en"],

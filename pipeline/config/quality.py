@@ -70,11 +70,17 @@ class LanguageConfig(Strict):
     allow: list[LanguageCode] | None = Field(
         None, description="ISO 639-1 codes to keep, e.g. [en]; null: any (recorded, not filtered)"
     )
-    candidates: list[LanguageCode] | None = Field(
+    candidates: Annotated[list[LanguageCode], Field(min_length=1)] | None = Field(
         None,
-        description="the languages the corpus may hold, e.g. [en, de, fr]: only these can be "
-        "identified, so a rare language is never chosen for common-language text; null: any "
+        description="the languages the corpus may hold, e.g. [en, de, fr]: a text is given one "
+        "of them, so a rare language is never chosen for common-language text; null: any "
         "py3langid knows",
+    )
+    outside: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.95,
+        description="a text with this share of its probability in languages outside the "
+        "candidates keeps py3langid's own answer (text in a language the list leaves out is "
+        "not forced into one of them)",
     )
     min_confidence: Annotated[float, Field(ge=0, le=1)] = 0.5
     min_words: Annotated[int, Field(ge=0)] = Field(

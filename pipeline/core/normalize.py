@@ -47,7 +47,8 @@ def _rewrite_where(text: pl.Series, mask: pl.Series, rewrite) -> pl.Series:
     positions = mask.fill_null(False).arg_true()
     if positions.len() == 0:
         return text
-    return text.scatter(positions, rewrite(text.gather(positions)))
+    # scatter writes in place: on a copy, so the caller's Series keeps its text
+    return text.clone().scatter(positions, rewrite(text.gather(positions)))
 
 
 def normalize_text(text: pl.Series) -> pl.Series:

@@ -2,11 +2,14 @@
 Latin-1, Windows-1252 punctuation read as C1 control characters) is repaired with ftfy rather
 than dropped by the quality stage's encoding rules.
 
-Only texts holding what those rules count as damage (a mojibake sequence or a C1 control
-character, pipeline/text/line_rules.py) go through ftfy, and only its encoding fixes run:
-quotes, HTML entities, ligatures, widths, line breaks and other control characters stay as
-the source wrote them. A text ftfy cannot repair is left as it is, for the quality stage to
-judge.
+Only lines holding damage go through ftfy: a mojibake sequence (a UTF-8 lead byte read as
+Windows-1252 or Latin-1 followed by a misread continuation byte, which covers accented
+Latin, Cyrillic, Greek and CJK text alike) or a C1 control character. Only ftfy's encoding
+fixes run: quotes, HTML entities, ligatures, widths, line breaks and other control
+characters stay as the source wrote them. The repair reads the text as the source gave it,
+before whitespace normalization (which would turn a misread no-break space or U+0085 into a
+plain space), and its result is normalized as ingest normalizes. A text ftfy cannot repair is
+left as it is, for the quality stage to judge.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from functools import cache
 import polars as pl
 
 from pipeline.core.normalize import normalize_text
-from pipeline.text.line_rules import MOJIBAKE
+from pipeline.text.line_rules import MISREAD, MOJIBAKE
 
-DAMAGE = f"{MOJIBAKE}|[\\x{{80}}-\\x{{9F}}]"
+DAMAGE = f"{MOJIBAKE}|[\\x{{C2}}-\\x{{F4}}]{MISREAD}|[\\x{{80}}-\\x{{9F}}]"
 
 
 @cache
@@ -37,19 +40,20 @@ def _fixer_config():
     )
 
 
-def repair_encoding(texts: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """(texts with encoding damage repaired and normalized as ingest normalizes, and per text
-    the steps ftfy took, e.g. ["encode:latin-1", "decode:windows-1252"]; null where nothing
-    changed). Only the damaged lines go through ftfy (which fixes text line by line too): a
-    long chat log with one damaged message costs one line's repair."""
+def repair_encoding(given: pl.Series, normalized: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """(`normalized` with the texts whose encoding `given` shows damaged replaced by their
+    repair, normalized; and per text the steps ftfy took, e.g. ["encode:latin-1",
+    "decode:windows-1252"], null where nothing changed). `normalized` is `given` as ingest
+    normalizes it. Only the damaged lines go through ftfy (which fixes text line by line too):
+    a long chat log with one damaged message costs one line's repair."""
     import ftfy
 
-    positions = texts.str.contains(DAMAGE).fill_null(False).arg_true()
-    steps: list[list[str] | None] = [None] * texts.len()
+    positions = given.str.contains(DAMAGE).fill_null(False).arg_true()
+    steps: list[list[str] | None] = [None] * given.len()
     if positions.len() == 0:
-        return texts, pl.Series(texts.name, steps, dtype=pl.List(pl.String))
+        return normalized, pl.Series(given.name, steps, dtype=pl.List(pl.String))
     lines = (
-        pl.DataFrame({"text": texts.gather(positions)})
+        pl.DataFrame({"text": given.gather(positions)})
         .with_row_index("candidate")
         .select("candidate", pl.col("text").str.split("\n").alias("line"))
         .explode("line")
@@ -68,11 +72,11 @@ def repair_encoding(texts: pl.Series) -> tuple[pl.Series, pl.Series]:
         lines["line"].scatter(damaged["at"], pl.Series(fixed, dtype=pl.String))
     )
     joined = lines.group_by("candidate", maintain_order=True).agg(pl.col("line").str.join("\n"))
-    fixed_texts = normalize_text(joined["line"].rename(texts.name))
-    changed = (fixed_texts != texts.gather(positions)).to_list()
+    fixed_texts = normalize_text(joined["line"].rename(normalized.name))
+    changed = (fixed_texts != normalized.gather(positions)).fill_null(False).to_list()
     for position, took, differs in zip(positions.to_list(), taken, changed, strict=True):
         if differs:
             steps[position] = took
     positions, fixed_texts = positions.filter(changed), fixed_texts.filter(changed)
-    repaired = texts.clone().scatter(positions, fixed_texts)
-    return repaired, pl.Series(texts.name, steps, dtype=pl.List(pl.String))
+    repaired = normalized.clone().scatter(positions, fixed_texts)
+    return repaired, pl.Series(given.name, steps, dtype=pl.List(pl.String))

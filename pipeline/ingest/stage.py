@@ -34,6 +34,7 @@ BATCH_BYTES = 16 << 20
 INGEST_THREADS = 2
 # Run-folder files are read once and deleted: write speed matters more than size.
 INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
+REPAIRS = "repairs"  # the subfolder holding each part's encoding repairs, for `finish`
 _REPAIRS = pl.Schema(
     {
         "record_id": pl.String,
@@ -78,14 +79,12 @@ def read_part(
     limits: IngestConfig = DEFAULT_LIMITS,
 ) -> tuple[int, pl.DataFrame]:
     """Read a part's files into `out_dir` as Parquet files named by the part's number (a
-    retry rewrites them), its encoding repairs beside them for `finish`; its input rows and
-    its bad rows' events."""
+    retry rewrites them), its encoding repairs into `out_dir/repairs/` for `finish`; its
+    input rows and its bad rows' events."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in [
-        *out_dir.glob(f"part-{part.number:05d}-*.parquet"),
-        *out_dir.glob(f"repairs-{part.number:05d}.parquet"),
-    ]:
-        stale.unlink()
+    repairs_file = out_dir / REPAIRS / f"{part.number:05d}.parquet"
+    for stale in [*out_dir.glob(f"part-{part.number:05d}-*.parquet"), repairs_file]:
+        stale.unlink(missing_ok=True)
     writer = _PartWriter(out_dir, f"part-{part.number:05d}")
     rows_in, bad_rows, repairs = 0, [ledger.empty()], [_REPAIRS.to_frame()]
     for batch in part.batches:
@@ -99,7 +98,8 @@ def read_part(
     writer.close()
     repaired = pl.concat(repairs)
     if repaired.height:
-        repaired.write_parquet(out_dir / f"repairs-{part.number:05d}.parquet")
+        repairs_file.parent.mkdir(exist_ok=True)
+        repaired.write_parquet(repairs_file)
     return rows_in, pl.concat(bad_rows)
 
 
@@ -113,17 +113,17 @@ def finish(out_dir: Path) -> pl.DataFrame:
         writer.close()
     repeats, events = _repeated_ids(writer.scan())
     writer.remove(repeats)
-    repair_files = sorted(out_dir.glob("repairs-*.parquet"))
-    repaired = pl.concat([_REPAIRS.to_frame(), *map(pl.read_parquet, repair_files)])
-    repaired = repaired.join(
-        repeats, on=["record_id", "location"], how="anti", maintain_order="left"
-    )
+    # the repairs of the records kept (a repeat shares its first occurrence's id, not its
+    # location); read again on a retry, so it gives the same edits
+    files = sorted((out_dir / REPAIRS).glob("*.parquet"))
+    repaired = pl.concat([_REPAIRS.to_frame(), *map(pl.read_parquet, files)]).join(
+        writer.scan().select("record_id", "location").collect(),
+        on=["record_id", "location"], how="semi", maintain_order="left",
+    )  # fmt: skip
     edits = ledger.events(
         repaired, stage=STAGE, action=reasons.EDITED, reason=reasons.ENCODING_REPAIRED,
         evidence=pl.struct("steps"),
     )  # fmt: skip
-    for path in repair_files:
-        path.unlink()
     return pl.concat([edits, events])
 
 
@@ -256,10 +256,11 @@ def to_records(
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Map raw rows (of one or more files, named in `_file`) to canonical records;
     return (good records, bad-row events, encoding repairs). A text over `max_text_chars`
-    (once normalized, as the gate counts it) is a bad row, its length in the evidence. With
-    `repair`, encoding damage is repaired after `source_content_hash` is taken (from the text
-    as the source gave it, normalized): `content_hash` is the repaired text's, and the
-    repairs name the records and ftfy's steps (`finish` turns them into `edited` events)."""
+    (once normalized and repaired, as the gate counts it) is a bad row, its length in the
+    evidence. With `repair`, encoding damage is repaired (pipeline/ingest/encoding.py):
+    `source_content_hash` is the hash of the text as the source gave it, normalized,
+    `content_hash` the repaired text's, and the repairs name the records and ftfy's steps
+    (`finish` turns them into `edited` events). A repair that leaves no text is `empty_text`."""
     fields = source.fields
 
     def column(name: str | None) -> pl.Expr:
@@ -270,7 +271,9 @@ def to_records(
     def series(name: str | None) -> pl.Series:
         return raw.with_columns(column(name).alias("_series"))["_series"]
 
-    text = normalize_text(series(fields.text))
+    given = series(fields.text)
+    as_given = normalize_text(given)  # what source_content_hash is taken of
+    text, steps = repair_encoding(given, as_given) if repair else (as_given, None)
     location = pl.concat_str([pl.col("_file"), pl.lit(":"), pl.col("_location").cast(pl.String)])
     timestamp_raw = series(fields.timestamp)
     frame = raw.select(
@@ -279,6 +282,8 @@ def to_records(
         pl.col("_location"),
         location.alias("location"),
         text.alias("text"),
+        as_given.alias("_as_given"),
+        (steps if steps is not None else pl.lit(None, pl.List(pl.String))).alias("_steps"),
         column(fields.id).alias("_id"),
         column(fields.group).alias("group"),
         timestamp_raw.alias("_timestamp_raw"),
@@ -319,10 +324,13 @@ def to_records(
     )
     bad = frame.filter(pl.col("_error").is_not_null())
     good = frame.filter(pl.col("_error").is_null())
-    good = good.with_columns(xxh3_128_hex(good["text"]).alias("source_content_hash"))
-    repaired, steps = repair_encoding(good["text"]) if repair else (good["text"], None)
-    good = good.with_columns(repaired, xxh3_128_hex(repaired).alias("content_hash"))
-    repairs = _repairs(good, steps)
+    good = good.with_columns(
+        xxh3_128_hex(good["_as_given"]).alias("source_content_hash"),
+        xxh3_128_hex(good["text"]).alias("content_hash"),
+    )
+    repairs = good.filter(pl.col("_steps").is_not_null()).select(
+        "record_id", "source", "location", pl.col("_steps").alias("steps")
+    )
     good = good.select(RECORD_SCHEMA.names())
     where = [
         pl.col("_file").alias("file"),
@@ -339,15 +347,6 @@ def to_records(
         bad, stage=STAGE, action=reasons.DROPPED, reason=pl.col("_error"), evidence=evidence
     )
     return good, bad_events, repairs
-
-
-def _repairs(good: pl.DataFrame, steps: pl.Series | None) -> pl.DataFrame:
-    """(record_id, source, location, steps) of the records whose encoding was repaired."""
-    if steps is None:
-        return _REPAIRS.to_frame()
-    return good.select("record_id", "source", "location", steps.alias("steps")).filter(
-        pl.col("steps").is_not_null()
-    )
 
 
 def _metadata_json(raw: pl.DataFrame, names: list[str]) -> pl.Expr:

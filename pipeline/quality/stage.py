@@ -3,7 +3,8 @@ removals, and the Gopher, C4, FineWeb and encoding rules; every drop names its r
 measured value and the bound.
 
 Every record's language is identified on its text as the stage gets it (before any line is
-removed), whatever its profile, among `language.candidates` when they are given, and kept
+removed), whatever its profile, among `language.candidates` when they are given (unless it
+is surely in a language they leave out), and kept
 as the `language` and `language_score` columns the shards publish. Profiles: `prose` applies
 everything; `short_messages` the encoding rules, lorem ipsum and the language when
 identified with `min_confidence` (texts under `language.min_words` words are not judged by
@@ -103,7 +104,7 @@ def _languages(records: pl.DataFrame, cfg: LanguageConfig) -> pl.DataFrame:
     """record_id, language, language_score, and whether the language may decide the record
     (`judged`: at least `min_words` words), identified on the text as the stage got it,
     before any line is removed, whatever the profile."""
-    found = identify(records["text"], cfg.candidates)
+    found = identify(records["text"], cfg.candidates, cfg.outside)
     words = records["text"].str.count_matches(r"\S+").fill_null(0)
     wordless = pl.when(words > 0)  # a blank text has no language (py3langid abstains)
     return found.select(

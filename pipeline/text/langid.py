@@ -23,6 +23,10 @@ BATCH_BYTES = 1 << 20  # bytes walked at once: the walk holds about 40 bytes per
 TEXT_BYTES = 600  # what a text costs a batch besides its bytes: its 142 class scores and more
 CHUNK_TEXTS = 100_000  # texts encoded at once (a bytes copy of each)
 MIN_LOCKSTEP = 8  # fewer texts still walking than this: walk them one by one
+# the share of a text's probability that languages outside the candidates must hold for it to
+# keep its unrestricted answer (on short real texts: 98% of texts in other languages keep
+# theirs, and 99.2% of texts in a candidate language are right; bench/README.md)
+OUTSIDE = 0.95
 
 
 @cache
@@ -49,10 +53,14 @@ def languages() -> list[str]:
     return sorted(set(_identifier().nb_classes))
 
 
-def identify(texts: pl.Series, candidates: Sequence[str] | None = None) -> pl.DataFrame:
-    """Language code and probability per text (null for a null text); with `candidates`,
-    only those languages can be the answer and the probability is over them (py3langid's
-    `set_languages`)."""
+def identify(
+    texts: pl.Series, candidates: Sequence[str] | None = None, outside: float = OUTSIDE
+) -> pl.DataFrame:
+    """Language code and probability per text (null for a null text). With `candidates`, a
+    text is given the candidate py3langid's `set_languages` would give it, with its
+    probability over the candidates, unless the languages outside the candidates hold at
+    least `outside` of its probability over all of them: then it keeps py3langid's
+    unrestricted answer, so text in a language the list leaves out is not forced into one."""
     identifier = _identifier()
     chosen = _chosen_classes(candidates)
     present = texts.is_not_null().to_numpy()
@@ -61,9 +69,9 @@ def identify(texts: pl.Series, candidates: Sequence[str] | None = None) -> pl.Da
     best_score = np.zeros(known.len(), dtype=np.float32)
     for start in range(0, known.len(), CHUNK_TEXTS):
         chunk = known.slice(start, CHUNK_TEXTS)
-        found = _best([identifier._encode(text) for text in chunk], chosen)
+        found = _best([identifier._encode(text) for text in chunk], chosen, outside)
         best[start : start + chunk.len()], best_score[start : start + chunk.len()] = found
-    classes = np.asarray(identifier.nb_classes, dtype=object)[chosen]
+    classes = np.asarray(identifier.nb_classes, dtype=object)
     language = np.full(len(texts), None, dtype=object)
     score = np.full(len(texts), np.nan)
     language[present] = classes[best]
@@ -80,21 +88,25 @@ def _chosen_classes(candidates: Sequence[str] | None) -> np.ndarray:
     if candidates is None:
         return np.arange(len(classes))
     unknown = sorted(set(candidates) - set(classes))
-    if unknown:
+    if unknown or not candidates:
         raise ValueError(
-            f"unknown language code(s) {', '.join(unknown)}: py3langid knows "
-            f"{', '.join(languages())}"
+            f"unknown language code(s) {', '.join(unknown) or '(none given)'}: py3langid "
+            f"knows {', '.join(languages())}"
         )
     return np.asarray([i for i, code in enumerate(classes) if code in set(candidates)])
 
 
-def _best(encoded: list[bytes], chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per text, the position (among the `chosen` classes) of py3langid's highest normalized
-    score and that score, batch by batch of about BATCH_BYTES, counting TEXT_BYTES more per
-    text (one batch's class scores are held at a time)."""
+def _best(
+    encoded: list[bytes], chosen: np.ndarray, outside: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per text, the class position of the answer `identify` gives and its score, batch by
+    batch of about BATCH_BYTES, counting TEXT_BYTES more per text (one batch's class scores
+    are held at a time)."""
     _, _, _, ptc, pc = _model()
-    if len(chosen) < len(pc):  # as py3langid restricts its model: the same float32 sums
-        ptc, pc = np.ascontiguousarray(ptc[:, chosen]), pc[chosen]
+    tables = [(ptc, pc)]
+    restricted = len(chosen) < len(pc)
+    if restricted:  # as py3langid restricts its model: the same float32 sums
+        tables.append((np.ascontiguousarray(ptc[:, chosen]), pc[chosen]))
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     best = np.zeros(len(encoded), dtype=np.int64)
     best_score = np.zeros(len(encoded), dtype=np.float32)
@@ -105,10 +117,16 @@ def _best(encoded: list[bytes], chosen: np.ndarray) -> tuple[np.ndarray, np.ndar
         done = walked[start - 1] if start else 0
         stop = max(start + 1, int(np.searchsorted(walked, done + BATCH_BYTES, side="right")))
         batch = order[start:stop]
-        raw = _raw_scores([encoded[i] for i in batch], ptc, pc)
-        scores = _normalized(raw, lengths[batch], _alias_pairs(chosen))
+        raw = _raw_scores([encoded[i] for i in batch], tables)
+        scores = _normalized(raw[0], lengths[batch], _identifier()._alias_pairs)
         best[batch] = scores.argmax(axis=1)
         best_score[batch] = scores[np.arange(len(batch)), best[batch]]
+        if restricted:
+            among = _normalized(raw[1], lengths[batch], _alias_pairs(chosen))
+            elsewhere = scores.sum(axis=1) - scores[:, chosen].sum(axis=1)
+            inside = np.flatnonzero(elsewhere < outside)
+            best[batch[inside]] = chosen[among[inside].argmax(axis=1)]
+            best_score[batch[inside]] = among[inside].max(axis=1)
         start = stop
     return best, best_score
 
@@ -138,24 +156,29 @@ def _normalized(raw: np.ndarray, lengths: np.ndarray, alias_pairs) -> np.ndarray
     return scores
 
 
-def _raw_scores(encoded: list[bytes], ptc: np.ndarray, pc: np.ndarray) -> np.ndarray:
-    """py3langid's `_raw_score` per text: log1p of each distinct feature's count, in the order
-    the features first occur, times P(feature|class), plus P(class); a text without features
-    scores 0 for every class (its uniform abstention under norm_probs)."""
+def _raw_scores(
+    encoded: list[bytes], tables: list[tuple[np.ndarray, np.ndarray]]
+) -> list[np.ndarray]:
+    """py3langid's `_raw_score` per text, for each (P(feature|class), P(class)) table: log1p
+    of each distinct feature's count, in the order the features first occur, times
+    P(feature|class), plus P(class); a text without features scores 0 for every class (its
+    uniform abstention under norm_probs)."""
     texts, features = _features(encoded)
-    scores = np.zeros((len(encoded), len(pc)), dtype=np.float32)
+    found = [np.zeros((len(encoded), len(pc)), dtype=np.float32) for _, pc in tables]
     if not len(features):
-        return scores
+        return found
+    width = len(tables[0][0])
     key, position, counts = np.unique(
-        texts * len(ptc) + features, return_index=True, return_counts=True
+        texts * width + features, return_index=True, return_counts=True
     )
-    owner, feature = np.divmod(key, len(ptc))
+    owner, feature = np.divmod(key, width)
     met = np.lexsort((position, owner))  # by text, then by first occurrence
     owner, feature, weight = owner[met], feature[met], np.log1p(counts[met].astype(np.float32))
     bounds = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1], True])
     for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        scores[owner[start]] = weight[start:stop] @ ptc[feature[start:stop]] + pc
-    return scores
+        for scores, (ptc, pc) in zip(found, tables, strict=True):
+            scores[owner[start]] = weight[start:stop] @ ptc[feature[start:stop]] + pc
+    return found
 
 
 def _features(encoded: list[bytes]) -> tuple[np.ndarray, np.ndarray]:

@@ -44,7 +44,8 @@ def _char_class(chars: set[str]) -> str:
 _MISREAD = {chr(b) for b in range(0x80, 0xC0)} | {
     bytes([b]).decode("cp1252", "ignore") or chr(b) for b in range(0x80, 0xA0)
 }
-MOJIBAKE = f"Ã{_char_class(_MISREAD)}|â€{_char_class(_MISREAD)}?|Â[\\x{{A0}}-\\x{{BF}}]|\\x{{FFFD}}"
+MISREAD = _char_class(_MISREAD)
+MOJIBAKE = f"Ã{MISREAD}|â€{MISREAD}?|Â[\\x{{A0}}-\\x{{BF}}]|\\x{{FFFD}}"
 CONTROL = r"[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F]"
 # C4: ends in . ! ? or " (the reference's marks), optionally followed by closing quotes
 _C4_END = '[.!?"]["\'\u201d\u2019]*$'

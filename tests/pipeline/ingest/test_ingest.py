@@ -724,3 +724,39 @@ def test_encoding_damage_in_real_sms_is_repaired_as_an_edit(tmp_path, sms_spam):
     )
     assert kept.events.height == 0
     assert kept.frame.collect()["text"].str.contains("\x92").all()
+
+
+def test_repair_reads_the_text_as_given_and_covers_every_script(tmp_path):
+    """The repair reads the text before whitespace normalization (a misread no-break space or
+    U+0085 would be a plain space after it), repairs mojibake of any script, and a text it
+    leaves empty is a bad row; a retried `finish` gives the same edits."""
+    texts = {
+        "nel": "See you later\x85",
+        "nbsp": "voil\u00c3\u00a0 tout",
+        "cyrillic": "\u00d0\u00bf\u00d1\u20ac\u00d0\u00b8\u00d0\u00b2\u00d0\u00b5\u00d1\u201a",
+        "lines": "caf\u00c3\u00a9 ok\n\u00e4\u00b8\u00ad\u00e6\u2013\u2021 text",
+        "empty": "\u00e2\u20ac\u0192",
+        "clean": "Caf\u00e9 \u00e0 Z\u00fcrich, d\u00e9j\u00e0 vu \u00bb fine",
+    }
+    write_jsonl(tmp_path / "in.jsonl", [{"id": k, "text": v} for k, v in texts.items()])
+    records, events, _ = run_ingest(tmp_path, jsonl_source(fields={"text": "text", "id": "id"}))
+    by_line = {f"in.jsonl:{n}": key for n, key in enumerate(texts, start=1)}
+    published = {
+        by_line[where]: text for where, text in records.select("location", "text").iter_rows()
+    }
+    assert published == {
+        "nel": "See you later\u2026",
+        "nbsp": "voil\u00e0 tout",
+        "cyrillic": "\u043f\u0440\u0438\u0432\u0435\u0442",
+        "lines": "caf\u00e9 ok\n\u4e2d\u6587 text",
+        "clean": texts["clean"],
+    }
+    dropped = events.filter(pl.col("action") == reasons.DROPPED)
+    assert dropped["reason"].to_list() == [reasons.EMPTY_TEXT]
+    edits = events.filter(pl.col("action") == reasons.EDITED)
+    assert edits.height == 4
+
+    from pipeline.ingest.stage import finish
+
+    again = finish(tmp_path / "work" / "ingested")  # a retried finish: the same edits
+    assert sorted(again["record_id"]) == sorted(edits["record_id"])

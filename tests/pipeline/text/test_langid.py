@@ -136,8 +136,10 @@ def test_batches_give_py3langids_answers_exactly(sms_spam, monkeypatch):
 
 def test_candidates_give_py3langids_restricted_answers_and_keep_english_sms_english(sms_spam):
     """Among candidates, every answer is py3langid's after `set_languages` (language and score
-    to the last bit); on the real SMS, the informal English py3langid calls Nigerian Pidgin
-    (pcm) or Luganda (lg) is English among the languages a corpus may hold."""
+    to the last bit), except where the languages outside the candidates hold 95% of a text's
+    probability: then it is py3langid's unrestricted answer. On the real SMS, the informal
+    English py3langid calls Nigerian Pidgin (pcm) or Luganda (lg) is English among the
+    languages a corpus may hold."""
     from py3langid.langid import _load_identifier
 
     candidates = ["en", "de", "fr", "es", "it", "nl", "pt", "sr"]  # sr: a label given twice
@@ -148,16 +150,38 @@ def test_candidates_give_py3langids_restricted_answers_and_keep_english_sms_engl
     restricted = _load_identifier(norm_probs=True)
     restricted.set_languages(candidates)
     among = identify(pl.Series(texts), candidates)
-    assert among.rows() == [restricted.classify(text) for text in texts]
-    assert set(among["language"]) <= set(candidates)
+    anywhere = identify(pl.Series(texts))
+    for text, got, free in zip(texts, among.rows(), anywhere.rows(), strict=True):
+        if got[0] in candidates:
+            assert got == restricted.classify(text)
+        else:  # its probability lies outside the candidates: py3langid's own answer stands
+            assert got == free
+        if free[0] not in candidates and free[1] >= 0.95:
+            assert got == free
+    kept_outside = [row for row in among.rows() if row[0] not in candidates]
+    assert len(kept_outside) < 20  # SMS py3langid is sure are not any candidate language
 
     sms = pl.Series(sms_spam["text"])
-    anywhere = identify(sms)
-    rare = anywhere["language"].is_in(["pcm", "lg"])
+    rare = identify(sms)["language"].is_in(["pcm", "lg"])
     assert rare.sum() > 100
     assert (identify(sms, candidates)["language"].filter(rare) == "en").mean() > 0.8  # 86%
     with pytest.raises(ValueError, match="unknown language code.*xx: py3langid knows"):
         identify(sms.head(1), ["en", "xx"])
+    with pytest.raises(ValueError, match="none given"):
+        identify(sms.head(1), [])
+
+
+@pytest.mark.parametrize("language", ["ru", "pl", "sv"])
+def test_text_in_a_language_the_candidates_leave_out_keeps_its_language(language):
+    """Translations into a language outside the candidates are not forced into one of them
+    (a Swedish text is not Dutch): py3langid's own answer stands where it is sure."""
+    _, pairs = catalog_messages(language)
+    texts = pl.Series([text for _, text in pairs])
+    found = identify(texts, ["en", "de", "fr", "es", "it", "nl", "pt"])
+    assert (found["language"] == language).mean() >= 0.9
+    alone = identify(texts)
+    sure = (alone["language"] == language) & (alone["language_score"] >= 0.95)
+    assert (found["language"] == language).filter(sure).all()
 
 
 def test_null_text_has_no_language_and_empty_input_keeps_the_schema():
