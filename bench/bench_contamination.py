@@ -222,7 +222,7 @@ def run_thresher(
     records_path: Path, items_path: Path, rule: str = "thresher"
 ) -> tuple[dict, np.ndarray]:
     from pipeline.config import ContaminationMethods
-    from pipeline.text.eval_index import WORKERS, ContaminationIndex
+    from pipeline.text.eval_index import WORKERS, ContaminationIndex, ignore_common
     from pipeline.text.eval_sets import eval_items
 
     records = pl.read_parquet(records_path, columns=["text", "content_hash"])
@@ -230,8 +230,7 @@ def run_thresher(
     methods = ContaminationMethods(exact=None, ngram=RULES[rule], minhash=None)
     started = time.perf_counter()
     index = ContaminationIndex.build(eval_items(texts), methods)
-    index.count_training(records["text"])  # nothing to count under GPT-3's rule
-    index.ignore_common()
+    ignore_common([index], [records["text"]])  # nothing to count under GPT-3's rule
     built = time.perf_counter()
     matches = index.matches(records)
     seconds = time.perf_counter() - started
@@ -387,7 +386,7 @@ def boilerplate_bench() -> str:
     from pipeline.config import ContaminationMethods
     from pipeline.core.identity import xxh3_128_hex
     from pipeline.core.normalize import normalize_text
-    from pipeline.text.eval_index import ContaminationIndex
+    from pipeline.text.eval_index import ContaminationIndex, ignore_common
     from pipeline.text.eval_sets import eval_items
 
     names, training, protected = copyright_corpus()
@@ -405,8 +404,7 @@ def boilerplate_bench() -> str:
         started = time.perf_counter()
         methods = ContaminationMethods(exact=None, ngram=check, minhash=None)
         index = ContaminationIndex.build(eval_items(pl.Series(protected)), methods)
-        index.count_training(records["text"])
-        index.ignore_common()
+        ignore_common([index], [records["text"]])
         flagged = set(index.matches(records)["row"].to_list())
         seconds = time.perf_counter() - started
         lines.append(

@@ -5,9 +5,11 @@ Both files are read by the reader the scans share (`pipeline.ingest.field_rows`)
 `.csv`, `.parquet` or `.txt` (one text per line), each also compressed (`.jsonl.gz`, `.bz2`,
 `.xz`, `.zst`: the format is the suffix before it). The text is the `--text-field` of each row
 (`--eval-text-field` for the evaluation file; a `.txt` file has none). Texts are normalized as
-ingest does, then checked with pipeline/text/eval_index.py: `exact` (same normalized text), `ngram`
-(a shared word n-gram, 13 words unless `--ngram`; evaluation items shorter than that need half
-of their 5-grams, shorter than 5 words are skipped), `minhash` (Jaccard similarity of 5-word
+ingest does, then checked with pipeline/text/eval_index.py as a run checks them: `exact` (same
+normalized text), `ngram` (shared word n-grams, 13 words unless `--ngram`, covering a fifth of
+the item's words; n-grams held by more than 10 training rows or 10 items are boilerplate and
+count only towards a whole copy; evaluation items shorter than n words need 80% of their
+5-grams, shorter than 5 words are skipped), `minhash` (Jaccard similarity of 5-word
 shingles of at least 0.8) and, when asked for, `embedding` (cosine of all-MiniLM-L6-v2 vectors
 of at least 0.85; about 4 ms a text on a CPU, plus loading the model).
 
@@ -77,7 +79,7 @@ def check(
     """Find training rows that repeat evaluation items: exactly, by a shared word n-gram, by
     MinHash similarity or by embedding similarity. Exit 0 clean, 1 found, 2 error."""
     from pipeline.core.errors import ThresherError
-    from pipeline.text.eval_index import ContaminationIndex, strongest
+    from pipeline.text.eval_index import ContaminationIndex, ignore_common, strongest
     from pipeline.text.eval_sets import eval_items
 
     started = time.perf_counter()
@@ -90,6 +92,7 @@ def check(
             fail(f"{eval_path}: no evaluation row has a text; there is nothing to check against")
         records = _good(train_rows, eval_items)
         index = ContaminationIndex.build(items, settings)
+        ignore_common([index], [records["text"]])
         matches = index.matches(records.select("text", "content_hash"))
     except ThresherError as error:
         fail(str(error))

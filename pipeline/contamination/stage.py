@@ -35,7 +35,13 @@ from pipeline.core.progress import progress
 from pipeline.core.schema import review_decisions
 from pipeline.review import masked_for_review, review_items_of, with_review_hash
 from pipeline.stage import Indexed, RunContext, StageResult, add_counts
-from pipeline.text.eval_index import MATCH_SCHEMA, METHODS, ContaminationIndex, strongest
+from pipeline.text.eval_index import (
+    MATCH_SCHEMA,
+    METHODS,
+    ContaminationIndex,
+    ignore_common,
+    strongest,
+)
 
 STAGE = "contamination"
 TEST_SPLIT = "test"  # the evaluation-set name the run's own test split gets in evidence
@@ -55,7 +61,7 @@ def build_index(
     """The indexes every part is checked against, built once into `folder`: this run's test
     split (read from the stage's whole input) and every protected evaluation set."""
     targets = _targets(frame, cfg, ctx, _embedding_cache(ctx))
-    _ignore_common(frame, cfg, ctx, [index for _, index in targets])
+    _ignore_common(frame, cfg, ctx, [index for _, index in targets], folder)
     with (folder / INDEX_FILE).open("wb") as file:
         pickle.dump(targets, file, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -176,24 +182,32 @@ _EMPTY_MATCHES = pl.DataFrame(schema={**MATCH_SCHEMA, "eval_set": pl.String})
 
 
 def _ignore_common(
-    frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext, indexes: list
+    frame: pl.LazyFrame, cfg: ContaminationConfig, ctx: RunContext, indexes: list, folder: Path
 ) -> None:
-    """Count the item n-grams the checked records hold, part by part, and stop taking the
-    common ones (boilerplate) as evidence."""
+    """Count the item n-grams the checked records hold (their text written to a work file
+    once, then read back CHECK_BATCH records at a time) and make the common ones
+    (boilerplate) evidence only of a whole copy."""
     check = cfg.methods.ngram
     if check is None or check.ignore_common_in_training is None or not indexes:
         return
-    checked = frame.filter(pl.col("split").is_in(cfg.check)).select("text")
-    total = checked.select(pl.len()).collect().item()
+    work = folder / "checked-text.parquet"
+    frame.filter(pl.col("split").is_in(cfg.check)).select("text").sink_parquet(
+        work, compression="lz4"
+    )
+    total = pl.scan_parquet(work).select(pl.len()).collect().item()
     size = min(ctx.config.runner.part_rows, CHECK_BATCH)
-    with progress("contamination: common n-grams", total) as advance:
-        for start in range(0, total, size):
-            texts = checked.slice(start, size).collect()["text"]
-            for index in indexes:
-                index.count_training(texts)
-            advance(texts.len())
-    for index in indexes:
-        index.ignore_common()
+
+    def batches():
+        with progress("contamination: common n-grams", total) as advance:
+            for start in range(0, total, size):
+                texts = pl.scan_parquet(work).slice(start, size).collect()["text"]
+                yield texts
+                advance(texts.len())
+
+    try:
+        ignore_common(indexes, batches())
+    finally:
+        work.unlink(missing_ok=True)
 
 
 def _targets(

@@ -4,8 +4,9 @@ An evaluation set is a folder: `items.parquet` (item_id, text, content_hash) and
 prepared for given method settings, each named for its settings, so a run whose settings
 match reuses them and any other run computes what it needs in memory:
 
-- `ngrams-v1-n{n}-s{short_n}.parquet`: (n, item, hash), the distinct word n-gram hashes of
-  every item: its n-grams when it has at least n words, else its short_n-grams;
+- `ngrams-v2-n{n}-s{short_n}.parquet`: (n, item, hash, at, words), the distinct word n-gram
+  hashes of every item (its n-grams when it has at least n words, else its short_n-grams),
+  each with the word position where it first occurs, and the item's count of words;
 - `minhash-{digest}.parquet`: (item, keys, shingles), the LSH band keys and the distinct
   shingle hashes of every item that has shingles; the digest covers the MinHash settings;
 - `embeddings-{model digest}.npy`: the items' unit vectors (float32, items x 384).
@@ -19,11 +20,15 @@ test split) with up to four methods; every match is (row, item_id, method, score
 - exact: the record's content hash is an item's (ingest's xxh3-128 of the normalized text);
 - ngram: words are what pipeline/text/minhash.py shingles (lower case, every run of characters
   other than letters, marks and digits one space). An item of at least `n` words matches a
-  record that shares one of its word n-grams, scored by the share of the item's distinct
-  n-grams the record holds (GPT-3's 13-gram rule); an item of `short_n` to `n - 1` words
-  matches a record that holds at least `short_fraction` of its short_n-grams, scored by that
-  share; shorter items are skipped (`stats["ngram"]["skipped_short"]`). `span` holds the
-  record's words of its first n-gram the item shares;
+  record when the word n-grams they share cover at least `min_coverage` of the item's words
+  (scored by that share; with 0, one shared n-gram is enough: GPT-3's 13-gram rule); an item
+  of `short_n` to `n - 1` words matches a record that holds at least `short_fraction` of its
+  short_n-grams, scored by that share; shorter items are skipped
+  (`stats["ngram"]["skipped_short"]`). Boilerplate is not evidence: an n-gram held by more
+  than `ignore_common_in_items` items is never counted, and one held by more than
+  `ignore_common_in_training` training texts (`ignore_common`, run over them first) counts
+  only towards a whole copy, a record covering `whole_copy` of the item. `span` holds the
+  record's words of the first n-gram that decided;
 - minhash: LSH candidates by band keys (pipeline/text/minhash.py), confirmed by the exact Jaccard
   similarity of the two shingle sets (the score) reaching the threshold;
 - embedding: the cosine of all-MiniLM-L6-v2 vectors (pipeline/text/embeddings.py) of the record
@@ -38,6 +43,7 @@ Word n-gram hashing and matching, and how they are made fast: pipeline/text/word
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +112,6 @@ class ContaminationIndex:
     minhash: pl.DataFrame | None = None  # item, keys, shingles
     vectors: np.ndarray | None = None  # item vectors, with `vector_items` their positions
     vector_items: np.ndarray | None = None
-    training_counts: list[np.ndarray] = field(default_factory=list)  # beside grams' hashes
     stats: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -157,29 +162,6 @@ class ContaminationIndex:
             index.vectors = np.ascontiguousarray(vectors[index.vector_items], dtype=np.float32)
         index.stats = stats
         return index
-
-    def count_training(self, texts: pl.Series) -> None:
-        """Add training texts to the counts of the texts holding each item n-gram (for
-        `ignore_common`)."""
-        check = self.methods.ngram
-        if not self.grams or check is None or check.ignore_common_in_training is None:
-            return
-        found = document_counts(texts, self.grams, WORKERS)
-        if not self.training_counts:
-            self.training_counts = [np.zeros_like(count) for count in found]
-        for total, part in zip(self.training_counts, found, strict=True):
-            total += part
-
-    def ignore_common(self) -> None:
-        """Stop taking as evidence the item n-grams that more than `ignore_common_in_training`
-        of the training texts counted hold."""
-        if not self.training_counts:
-            return
-        limit = self.methods.ngram.ignore_common_in_training
-        common = [count > limit for count in self.training_counts]
-        self.grams = [table.ignoring(more) for table, more in zip(self.grams, common, strict=True)]
-        self.stats["ngram"]["common_in_training"] = int(sum(more.sum() for more in common))
-        self.training_counts = []
 
     @property
     def skipped_short(self) -> int:
@@ -305,6 +287,28 @@ class ContaminationIndex:
             "embedding",
             best_score[hit].astype(np.float64),
         )
+
+
+def ignore_common(indexes: list[ContaminationIndex], training: Iterable[pl.Series]) -> None:
+    """Count, over the training texts (in batches, each hashed once for every index), the
+    texts holding each item n-gram; those more than `ignore_common_in_training` of them hold
+    are evidence only of a whole copy (`whole_copy`) from then on."""
+    counted = [
+        index for index in indexes
+        if index.grams and index.methods.ngram and index.methods.ngram.ignore_common_in_training
+    ]  # fmt: skip
+    tables = [table for index in counted for table in index.grams]
+    if not tables:
+        return
+    counts = [np.zeros(len(table.hashes), dtype=np.int32) for table in tables]
+    for texts in training:
+        for total, found in zip(counts, document_counts(texts, tables, WORKERS), strict=True):
+            total += found
+    for index in counted:
+        limit = index.methods.ngram.ignore_common_in_training
+        common = [counts.pop(0) > limit for _ in index.grams]
+        index.grams = [table.with_common(c) for table, c in zip(index.grams, common, strict=True)]
+        index.stats["ngram"]["common_in_training"] = int(sum(c.sum() for c in common))
 
 
 def strongest(matches: pl.DataFrame) -> pl.DataFrame:

@@ -103,11 +103,11 @@ def gram_tables(
     short = grams.filter(pl.col("n") == check.short_n) if check.short_n < check.n else long.clear()
     most = check.ignore_common_in_items
     if long.height:
-        tables.append(GramTable.of(long, check.n, n_items, check.min_coverage, True, most))
+        long_rule = (check.n, n_items, check.min_coverage, True, most, check.whole_copy)
+        tables.append(GramTable.of(long, *long_rule))
     if short.height:
-        tables.append(
-            GramTable.of(short, check.short_n, n_items, check.short_fraction, False, most)
-        )
+        short_rule = (check.short_n, n_items, check.short_fraction, False, most, check.whole_copy)
+        tables.append(GramTable.of(short, *short_rule))
     long_items, short_items = long["item"].n_unique(), short["item"].n_unique()
     stats = {"n": check.n, "short_n": check.short_n, "long_items": long_items}
     stats |= {"short_items": short_items, "skipped_short": n_items - long_items - short_items}
@@ -134,7 +134,9 @@ class GramTable:
     # the item's n-grams it holds does
     minimum: float
     by_coverage: bool
-    ignored: np.ndarray  # bool, beside hashes
+    whole_copy: float  # a record holding this share of an item matches, common n-grams or not
+    ignored: np.ndarray  # bool, beside hashes: held by too many items, never evidence
+    common: np.ndarray  # bool, beside hashes: held by too many training records (see above)
     table: np.ndarray  # bool
     shift: np.uint64
 
@@ -147,6 +149,7 @@ class GramTable:
         minimum: float,
         by_coverage: bool,
         most_items: int | None = None,
+        whole_copy: float = 1.0,
     ) -> GramTable:
         """The table of `grams`; an n-gram held by more than `most_items` items is ignored."""
         grams = grams.sort("hash", "item")
@@ -168,8 +171,8 @@ class GramTable:
         table[hashes >> shift] = True
         positions = grams["at"].to_numpy().astype(np.int64)
         return cls(
-            n, hashes, starts, items, positions, sizes, words, minimum, by_coverage, ignored,
-            table, shift,
+            n, hashes, starts, items, positions, sizes, words, minimum, by_coverage, whole_copy,
+            ignored, np.zeros(len(hashes), dtype=bool), table, shift,
         )  # fmt: skip
 
     def find(self, grams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -180,9 +183,10 @@ class GramTable:
         hit = (self.hashes[found] == grams[maybe]) & ~self.ignored[found]
         return maybe[hit], found[hit]
 
-    def ignoring(self, more: np.ndarray) -> GramTable:
-        """This table with the n-grams flagged in `more` (beside hashes) ignored too."""
-        return replace(self, ignored=self.ignored | more)
+    def with_common(self, common: np.ndarray) -> GramTable:
+        """This table with the n-grams flagged in `common` (beside hashes) common in training:
+        evidence only of a whole copy."""
+        return replace(self, common=common)
 
     def shared(self, text: np.ndarray, at: np.ndarray, key: np.ndarray) -> np.ndarray:
         """(text, item, shared, at, covered) for n-grams found in texts (at: a word position
@@ -211,32 +215,33 @@ class GramTable:
 
 
 def document_counts(texts: pl.Series, tables: list[GramTable], workers: int) -> list[np.ndarray]:
-    """Per table, how many of `texts` hold each of its n-grams (beside its hashes), the texts
-    taken in batches of about BATCH_BYTES on `workers` threads."""
+    """Per table, how many of `texts` hold each of its n-grams (int32, beside its hashes), the
+    texts hashed once for all tables, in batches of about BATCH_BYTES on `workers` threads;
+    each batch hands back only the n-grams it met."""
     texts = texts.cast(pl.String)
     bounds = _byte_batches(texts.str.len_bytes().fill_null(0).to_numpy(), BATCH_BYTES)
 
-    def batch(bound: tuple[int, int]) -> list[np.ndarray]:
-        some = word_hashes(texts.slice(bound[0], bound[1] - bound[0]))
-        return [_holding(some, table) for table in tables]
+    def batch(bound: tuple[int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        hashed = word_hashes(texts.slice(bound[0], bound[1] - bound[0]))
+        return [_holding(hashed, table) for table in tables]
 
-    counts = [np.zeros(len(table.hashes), dtype=np.int64) for table in tables]
+    counts = [np.zeros(len(table.hashes), dtype=np.int32) for table in tables]
     with ThreadPoolExecutor(workers) as pool:
         for found in pool.map(batch, bounds):
-            for total, part in zip(counts, found, strict=True):
-                total += part
+            for total, (keys, held) in zip(counts, found, strict=True):
+                total[keys] += held  # keys are distinct
     return counts
 
 
-def _holding(hashed: list[_Words], table: GramTable) -> np.ndarray:
-    """How many of the hashed texts hold each of the table's n-grams."""
-    counts = np.zeros(len(table.hashes), dtype=np.int64)
+def _holding(hashed: list[_Words], table: GramTable) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, how many of the hashed texts hold each) of the table's n-grams they hold."""
+    pairs = [np.zeros(0, dtype=np.int64)]
     for words in hashed:
         start, key = table.find(gram_hashes(words.hashes, table.n))
         text, inside = words.windows(start, table.n)
-        pairs = np.unique(words.rows[text[inside]].astype(np.int64) << 32 | key[inside])
-        counts += np.bincount(pairs & 0xFFFFFFFF, minlength=len(table.hashes))
-    return counts
+        pairs.append(np.unique(words.rows[text[inside]].astype(np.int64) << 32 | key[inside]))
+    keys, held = np.unique(np.concatenate(pairs) & 0xFFFFFFFF, return_counts=True)
+    return keys, held.astype(np.int32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,17 +281,25 @@ def _batch_matches(texts: pl.Series, tables: list[GramTable]) -> pl.DataFrame:
             text, start, key = text[inside], start[inside], key[inside]
             holders = table.starts[key + 1] - table.starts[key]
             for low, high in _whole_texts(text, holders, PAIR_BUDGET):
-                at = text[low:high]
-                shared = table.shared(
-                    words.rows[at], start[low:high] - words.bounds[at], key[low:high]
-                )
-                item = shared[:, 1]
-                if table.by_coverage:
-                    score = np.minimum(shared[:, 4] / table.words[item], 1.0)
+                at, where, keys = text[low:high], start[low:high], key[low:high]
+                shared = table.shared(words.rows[at], where - words.bounds[at], keys)
+                score = _scores(table, shared)
+                evidence = ~table.common[keys]  # rare n-grams: evidence of a partial copy
+                if evidence.all():
+                    partial, first = score, shared[:, 3]
                 else:
-                    score = shared[:, 2] / table.sizes[item]
-                keep = score >= table.minimum - 1e-12
-                columns = [shared[keep, 0], item[keep], score[keep], shared[keep, 3]]
+                    partial, first = np.zeros(len(shared)), shared[:, 3].copy()
+                    at = at[evidence]
+                    rare = table.shared(
+                        words.rows[at], where[evidence] - words.bounds[at], keys[evidence]
+                    )
+                    pairs = np.searchsorted(_pair_keys(shared), _pair_keys(rare))
+                    partial[pairs], first[pairs] = _scores(table, rare), rare[:, 3]
+                matched = (partial > 0) & (partial >= table.minimum - 1e-12)
+                whole = score >= table.whole_copy - 1e-12
+                keep = matched | whole
+                score = np.where(matched, partial, score)
+                columns = [shared[keep, 0], shared[keep, 1], score[keep], first[keep]]
                 found.append(_strongest(np.stack([*columns, np.full(keep.sum(), table.n)], 1)))
     found = _strongest(np.concatenate(found))
     rows = found[:, 0].astype(np.int64)
@@ -303,6 +316,19 @@ def _batch_matches(texts: pl.Series, tables: list[GramTable]) -> pl.DataFrame:
         {"doc": rows, "item": found[:, 1].astype(np.int64), "score": found[:, 2]},
         schema={"doc": pl.Int64, "item": pl.Int64, "score": pl.Float64},
     ).with_columns(spans.to_series().alias("span"))
+
+
+def _scores(table: GramTable, shared: np.ndarray) -> np.ndarray:
+    """Per (text, item) row of `GramTable.shared`: the share of the item's words covered (by
+    coverage), else the share of its n-grams held."""
+    if table.by_coverage:
+        return np.minimum(shared[:, 4] / table.words[shared[:, 1]], 1.0)
+    return shared[:, 2] / table.sizes[shared[:, 1]]
+
+
+def _pair_keys(shared: np.ndarray) -> np.ndarray:
+    """(text, item) rows of `GramTable.shared` as one sortable key (they come sorted by it)."""
+    return shared[:, 0] << 32 | shared[:, 1]
 
 
 def _strongest(found: np.ndarray) -> np.ndarray:

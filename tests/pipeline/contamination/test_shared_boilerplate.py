@@ -101,3 +101,31 @@ def test_shared_copyright_boilerplate_is_not_contamination_but_copies_are(tmp_pa
     assert result.stats["dropped"] == len(copies)
     ignored = result.stats["eval_sets"]["test"]["ignored_ngrams"]
     assert ignored["common_in_training"] > 100 and ignored["common_in_items"] == 0
+
+
+def test_a_test_file_copied_into_many_records_is_caught_in_every_one(tmp_path):
+    """An item copied into more training records than `ignore_common_in_training` makes its
+    n-grams common, but a record that holds the whole item still matches it; records that
+    hold only a passage of it, as often, do not (a passage many records share is what
+    boilerplate looks like)."""
+    records, _ = copyright_records()
+    records = records.filter(~pl.col("record_id").str.starts_with("copy-"))
+    item = records.filter(pl.col("record_id") == "gzip")["text"][0]
+    passage = " ".join(item.split()[:60])
+    extra = pl.DataFrame(
+        {
+            "record_id": [f"whole-{k:02d}" for k in range(12)]
+            + [f"part-{k:02d}" for k in range(12)],
+            "text": [f"Copy number {k} of a file I keep.\n{item}" for k in range(12)]
+            + [f"Excerpt number {k}.\n{passage}" for k in range(12)],
+        }
+    )
+    template = records.filter(pl.col("split") == "train").head(1)
+    copies = template.select(pl.exclude("record_id", "text")).join(extra, how="cross")
+    copies = copies.with_columns(pl.Series("content_hash", xxh3_128_hex(copies["text"])))
+    everything = pl.concat([records, copies.select(records.columns)])
+    _, found = checked(tmp_path, everything, {"ignore_common_in_training": 3, "min_coverage": 0.3})
+    assert {r for r in found if r.startswith("whole-")} == {f"whole-{k:02d}" for k in range(12)}
+    assert all(found[f"whole-{k:02d}"]["item"] == "gzip" for k in range(12))
+    assert all(found[f"whole-{k:02d}"]["score"] >= 0.8 for k in range(12))
+    assert not any(r.startswith("part-") for r in found)
