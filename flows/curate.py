@@ -249,9 +249,11 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
     for warning in stats["warnings"]:
         get_run_logger().warning("ingest: %s", warning)
     get_run_logger().info(
-        "ingest: %s records in, %s dropped (bad rows and repeated ids), %s parts",
+        "ingest: %s records in, %s dropped (bad rows and repeated ids), %s encoding repaired, "
+        "%s parts",
         stats["records_in"],
         stats["bad_rows"],
+        stats["encoding_repaired"],
         len(parts),
     )
     accounting = {
