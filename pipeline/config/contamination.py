@@ -33,10 +33,11 @@ class NgramCheck(Strict):
         description="an n-gram found in more than this many checked records is boilerplate, "
         "not evidence (GPT-3 ignored 13-grams frequent in its training data); null: none is",
     )
-    whole_copy: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+    whole_copy: Annotated[float, Field(gt=0.0, le=1.0)] | None = Field(
         0.8,
         description="a record whose shared n-grams cover this share of an item, common ones "
-        "included, matches it however many records hold them: a copy is contamination",
+        "included, matches it however many records hold them: a copy is contamination; null: "
+        "common n-grams never count",
     )
     ignore_common_in_items: Annotated[int, Field(ge=1)] | None = Field(
         10,

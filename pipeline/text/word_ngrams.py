@@ -102,11 +102,12 @@ def gram_tables(
     long = grams.filter(pl.col("n") == check.n)
     short = grams.filter(pl.col("n") == check.short_n) if check.short_n < check.n else long.clear()
     most = check.ignore_common_in_items
+    copy = check.whole_copy if check.whole_copy is not None else np.inf
     if long.height:
-        long_rule = (check.n, n_items, check.min_coverage, True, most, check.whole_copy)
+        long_rule = (check.n, n_items, check.min_coverage, True, most, copy)
         tables.append(GramTable.of(long, *long_rule))
     if short.height:
-        short_rule = (check.short_n, n_items, check.short_fraction, False, most, check.whole_copy)
+        short_rule = (check.short_n, n_items, check.short_fraction, False, most, copy)
         tables.append(GramTable.of(short, *short_rule))
     long_items, short_items = long["item"].n_unique(), short["item"].n_unique()
     stats = {"n": check.n, "short_n": check.short_n, "long_items": long_items}
