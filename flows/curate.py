@@ -189,7 +189,27 @@ def _alive(owner: dict[str, Any]) -> bool:
         return True
 
 
+def _check_languages(cfg: RunConfig) -> None:
+    """Language codes py3langid does not know stop the run before it reads anything (the
+    config's schema checks only their form)."""
+    language = cfg.quality.language
+    named = {"allow": language.allow or [], "candidates": language.candidates or []}
+    if not any(named.values()):
+        return
+    from pipeline.text.langid import languages
+
+    known = set(languages())
+    for field, codes in named.items():
+        unknown = sorted(set(codes) - known)
+        if unknown:
+            raise ConfigError(
+                f"quality.language.{field}: unknown language code(s) {', '.join(unknown)}; "
+                f"py3langid knows {', '.join(sorted(known))}"
+            )
+
+
 def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = None) -> RunPlan:
+    _check_languages(cfg)
     sweep_interrupted_runs(cfg, catalog)
     repair_missing_reports(catalog)  # of versions whose run was killed after their commit
     catalog.point_every_latest()  # also gives work folders made before pointers their own

@@ -144,3 +144,26 @@ def test_explain_with_a_prose_profile_drops_the_sms(sms_project):
     assert all(line["reason"] is not None for line in sms)
     changelogs = [line for line in lines if line["source"] == "changelogs"]
     assert {line["profile"] for line in changelogs} == {"short_messages"}
+
+
+def test_candidates_on_the_command_line_and_unknown_codes_in_a_run_config(mixed):
+    """`--candidates` restricts the answer; a code py3langid does not know stops `scan` and a
+    run (before it reads anything), naming the field and the codes it knows."""
+    from flows.curate import _check_languages
+    from pipeline.config import RunConfig
+    from pipeline.core.errors import ConfigError
+
+    code, lines, _ = scan(
+        mixed, "--text-field", "body", "--profile", "short_messages", "--candidates", "en,de"
+    )
+    assert code == 0 and [line["language"] for line in lines] == ["en", "en", "de"]
+    bad = runner.invoke(
+        app, ["quality", "scan", str(mixed), "--text-field", "body", "--candidates", "en,qq"]
+    )
+    assert bad.exit_code == 2 and "unknown language code(s) qq" in bad.output
+    cfg = RunConfig(name="c", sources=[], quality={"language": {"candidates": ["en", "qq"]}})
+    with pytest.raises(
+        ConfigError, match=r"quality.language.candidates: unknown .* qq; py3langid knows"
+    ):
+        _check_languages(cfg)
+    _check_languages(RunConfig(name="c", sources=[], quality={"language": {"allow": ["en"]}}))
