@@ -125,7 +125,9 @@ def test_a_run_over_every_hostile_kind_publishes_and_accounts_for_every_row(
     counts = ledger.check_accounting(events, summary["records_in"])  # one terminal event each
     assert sum(counts.values()) == summary["records_in"]
     dropped_at_ingest = (
-        events.filter(pl.col("stage") == "ingest").select("source", "reason", "evidence").collect()
+        events.filter((pl.col("stage") == "ingest") & (pl.col("action") == reasons.DROPPED))
+        .select("source", "reason", "evidence")
+        .collect()
     )
     by_kind = Counter(zip(dropped_at_ingest["source"], dropped_at_ingest["reason"], strict=True))
     expected = Counter(("sms", reason) for reason in rows[: len(rows) - len(csv_reasons)] if reason)

@@ -16,6 +16,7 @@ from flows import dedup_cli
 from flows.cli import app
 from pipeline.core.identity import record_id_of
 from pipeline.core.normalize import normalize_text
+from pipeline.ingest.encoding import repair_encoding
 
 runner = CliRunner()
 CLUSTER_SCHEMA = {
@@ -116,8 +117,9 @@ def test_exact_on_real_sms_duplicates(tmp_path, sms_texts):
     assert kept.height == 590
     assert kept.columns[0] == "index" and kept.columns[-1] == "cluster_id"
     assert kept["index"].to_list() == [i for i, of in enumerate(expected) if of is None]
-    normalized = normalize_text(pl.Series(sms_texts)).to_list()
-    assert kept["text"].to_list() == [normalized[i] for i in kept["index"]]  # as normalized
+    given = pl.Series(sms_texts)
+    ingested = repair_encoding(given, normalize_text(given))[0].to_list()
+    assert kept["text"].to_list() == [ingested[i] for i in kept["index"]]  # as ingest leaves it
     assert kept["record_id"].to_list() == clusters.filter("kept")["record_id"].to_list()
 
     summary = json.loads(result.stdout)
