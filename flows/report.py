@@ -151,7 +151,10 @@ def version_report(
         "split": manifest["split"],
         "tokenizer": tokenizer,
         "text": text,
-        "contamination": audit.contamination(ledger, manifest["protected_eval_sets"]),
+        "contamination": _with_ignored(
+            audit.contamination(ledger, manifest["protected_eval_sets"]),
+            catalog.workdir / "runs" / version.run_id,
+        ),
         "contamination_hits": audit.contamination_hits(ledger, withheld=forgotten),
         "reason_examples": audit.reason_examples(ledger, withheld=forgotten),
         "quality": _run_quality(catalog.workdir / "runs" / version.run_id),
@@ -332,6 +335,19 @@ def _forgotten(requested: list[dict[str, Any]]) -> pl.Expr | None:
         if row["kind"] in ("record_id", "source")
     ]
     return pl.any_horizontal(named) if named else None
+
+
+def _with_ignored(found: dict[str, dict], run_dir: Path) -> dict[str, dict]:
+    """Each evaluation set's figures with the n-grams its check took as boilerplate, as the
+    run's summary counted them (none for runs before issue 27 or without a summary)."""
+    summary = run_dir / "summary.json"
+    sets = {}
+    if summary.exists():
+        sets = (json.loads(summary.read_text()).get("contamination") or {}).get("eval_sets", {})
+    for name, figures in found.items():
+        ignored = (sets.get(name) or {}).get("ignored_ngrams") or {}
+        figures["ignored_ngrams"] = sum(ignored.values()) if ignored else None
+    return found
 
 
 def _run_quality(run_dir: Path) -> dict[str, Any] | None:

@@ -116,6 +116,11 @@ def test_humaneval_copies_are_caught_and_clean_records_untouched(tmp_path, sms_s
     figures = summary["contamination"]["eval_sets"]["humaneval"]
     assert figures["items"] == 164 and figures["contaminated_items"] == 3
     assert figures["records"] == 3
+    # how many n-grams the check took as boilerplate, in the run's figures and the report
+    assert figures["ignored_ngrams"].keys() == {"common_in_training", "common_in_items"}
+    report = json.loads((Path(summary["paths"]["report"]).parent / "report.json").read_text())
+    shown = report["contamination"]["humaneval"]["ignored_ngrams"]
+    assert shown == sum(figures["ignored_ngrams"].values())
     published = {
         row["record_id"]
         for split in open_version(workdir, "test-set").splits.values()
