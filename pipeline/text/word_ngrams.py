@@ -194,6 +194,8 @@ class GramTable:
         in text order): `shared` counts the distinct n-grams a text and an item share, `at`
         is where the first of them starts in the text, `covered` counts the item's words
         that those n-grams cover."""
+        if not len(text):
+            return np.zeros((0, 5), dtype=np.int64)
         first = _first_of_each(text << 32 | key)  # each distinct n-gram of a text once
         text, at, key = text[first], at[first], key[first]
         holders = self.starts[key + 1] - self.starts[key]

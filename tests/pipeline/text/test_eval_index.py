@@ -469,3 +469,18 @@ def test_a_changed_or_missing_file_is_refused_naming_the_set_and_the_fix(humanev
         load_eval_set("humaneval", tmp_path, files)
     with pytest.raises(DataError, match="lists no items.parquet"):
         load_eval_set("humaneval", tmp_path, {})
+
+
+def test_a_batch_sharing_only_common_n_grams_matches_nothing(changelog_entries):
+    """Records that share with an item only n-grams common among the training records (a
+    passage many of them quote), and not the whole item, match nothing, even when no record
+    of the batch shares a rare one."""
+    item = " ".join(" ".join(changelog_entries[:3]).split()[:120])
+    passage = " ".join(item.split()[:40])
+    records = _records([f"note {k}: {passage}" for k in range(12)])
+    index = ContaminationIndex.build(
+        eval_items(pl.Series([item])), ContaminationMethods(exact=None, minhash=None)
+    )
+    eval_index.ignore_common([index], [records["text"]])
+    assert index.stats["ngram"]["common_in_training"] >= 20  # the passage's n-grams
+    assert index.matches(records).height == 0
