@@ -133,6 +133,7 @@ def version_report(
     tokenizer, tokens, text = _text_profile(published, version.dataset_hash, previous)
     requested = deletions.requests(catalog)  # examples of these records are not shown
     forgotten = _forgotten(requested)
+    summary = _run_summary(catalog.workdir / "runs" / version.run_id)
     for name, figures in splits.items():
         figures["tokens"] = tokens.get(name, 0)
     return {
@@ -152,12 +153,11 @@ def version_report(
         "tokenizer": tokenizer,
         "text": text,
         "contamination": _with_ignored(
-            audit.contamination(ledger, manifest["protected_eval_sets"]),
-            catalog.workdir / "runs" / version.run_id,
+            audit.contamination(ledger, manifest["protected_eval_sets"]), summary
         ),
         "contamination_hits": audit.contamination_hits(ledger, withheld=forgotten),
         "reason_examples": audit.reason_examples(ledger, withheld=forgotten),
-        "quality": _run_quality(catalog.workdir / "runs" / version.run_id),
+        "quality": _run_quality(summary),
         "data_quality": {  # versions published before these facts existed hold none
             "label_conflicts": manifest.get("label_conflicts", {}),
             "fields": manifest.get("fields", {}),
@@ -337,26 +337,28 @@ def _forgotten(requested: list[dict[str, Any]]) -> pl.Expr | None:
     return pl.any_horizontal(named) if named else None
 
 
-def _with_ignored(found: dict[str, dict], run_dir: Path) -> dict[str, dict]:
+def _run_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The run's summary.json; None for a run without one."""
+    path = run_dir / "summary.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _with_ignored(found: dict[str, dict], summary: dict[str, Any] | None) -> dict[str, dict]:
     """Each evaluation set's figures with the n-grams its check took as boilerplate, as the
     run's summary counted them (none for runs before issue 27 or without a summary)."""
-    summary = run_dir / "summary.json"
-    sets = {}
-    if summary.exists():
-        sets = (json.loads(summary.read_text()).get("contamination") or {}).get("eval_sets", {})
+    sets = ((summary or {}).get("contamination") or {}).get("eval_sets", {})
     for name, figures in found.items():
         ignored = (sets.get(name) or {}).get("ignored_ngrams") or {}
         figures["ignored_ngrams"] = sum(ignored.values()) if ignored else None
     return found
 
 
-def _run_quality(run_dir: Path) -> dict[str, Any] | None:
+def _run_quality(summary: dict[str, Any] | None) -> dict[str, Any] | None:
     """Languages (in all and per source) and quality drops as the run's summary counted
     them; None for a run without a summary."""
-    summary = run_dir / "summary.json"
-    if not summary.exists():
+    if summary is None:
         return None
-    quality = json.loads(summary.read_text()).get("quality") or {}
+    quality = summary.get("quality") or {}
     languages = sorted((quality.get("languages") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
     by_source: dict[str, dict[str, int]] = {}
     for key, count in sorted(

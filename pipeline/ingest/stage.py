@@ -116,10 +116,12 @@ def finish(out_dir: Path) -> pl.DataFrame:
     # the repairs of the records kept (a repeat shares its first occurrence's id, not its
     # location); read again on a retry, so it gives the same edits
     files = sorted((out_dir / REPAIRS).glob("*.parquet"))
-    repaired = pl.concat([_REPAIRS.to_frame(), *map(pl.read_parquet, files)]).join(
-        writer.scan().select("record_id", "location").collect(),
-        on=["record_id", "location"], how="semi", maintain_order="left",
-    )  # fmt: skip
+    repaired = pl.concat([_REPAIRS.to_frame(), *map(pl.read_parquet, files)])
+    if repaired.height:
+        repaired = repaired.join(
+            writer.scan().select("record_id", "location").collect(),
+            on=["record_id", "location"], how="semi", maintain_order="left",
+        )  # fmt: skip
     edits = ledger.events(
         repaired, stage=STAGE, action=reasons.EDITED, reason=reasons.ENCODING_REPAIRED,
         evidence=pl.struct("steps"),

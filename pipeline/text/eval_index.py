@@ -72,7 +72,7 @@ from pipeline.text.eval_sets import (
 )
 from pipeline.text.word_ngrams import (
     GramTable,
-    document_counts,
+    add_document_counts,
     gram_matches,
     gram_tables,
     item_grams,
@@ -302,8 +302,7 @@ def ignore_common(indexes: list[ContaminationIndex], training: Iterable[pl.Serie
         return
     counts = [np.zeros(len(table.hashes), dtype=np.int32) for table in tables]
     for texts in training:
-        for total, found in zip(counts, document_counts(texts, tables, WORKERS), strict=True):
-            total += found
+        add_document_counts(texts, tables, counts, WORKERS)
     for index in counted:
         limit = index.methods.ngram.ignore_common_in_training
         common = [counts.pop(0) > limit for _ in index.grams]

@@ -149,8 +149,8 @@ class GramTable:
         n_items: int,
         minimum: float,
         by_coverage: bool,
-        most_items: int | None = None,
-        whole_copy: float = 1.0,
+        most_items: int | None,
+        whole_copy: float,
     ) -> GramTable:
         """The table of `grams`; an n-gram held by more than `most_items` items is ignored."""
         grams = grams.sort("hash", "item")
@@ -210,17 +210,18 @@ class GramTable:
         step = np.full(len(where), self.n, dtype=np.int64)
         step[:-1] = np.minimum(np.diff(where), self.n)
         step[np.append(first[1:], len(pair)) - 1] = self.n  # each pair's last window
-        covered = np.add.reduceat(step, first) if len(first) else first
-        earliest = np.minimum.reduceat(at, first) if len(first) else first
+        covered, earliest = np.add.reduceat(step, first), np.minimum.reduceat(at, first)
         return np.stack(
             [pair[first] >> 32, pair[first] & 0xFFFFFFFF, shared, earliest, covered], axis=1
         )
 
 
-def document_counts(texts: pl.Series, tables: list[GramTable], workers: int) -> list[np.ndarray]:
-    """Per table, how many of `texts` hold each of its n-grams (int32, beside its hashes), the
-    texts hashed once for all tables, in batches of about BATCH_BYTES on `workers` threads;
-    each batch hands back only the n-grams it met."""
+def add_document_counts(
+    texts: pl.Series, tables: list[GramTable], counts: list[np.ndarray], workers: int
+) -> None:
+    """Add to `counts` (per table, beside its hashes) how many of `texts` hold each of its
+    n-grams, the texts hashed once for all tables, in batches of about BATCH_BYTES on
+    `workers` threads; each batch hands back only the n-grams it met."""
     texts = texts.cast(pl.String)
     bounds = _byte_batches(texts.str.len_bytes().fill_null(0).to_numpy(), BATCH_BYTES)
 
@@ -228,12 +229,10 @@ def document_counts(texts: pl.Series, tables: list[GramTable], workers: int) -> 
         hashed = word_hashes(texts.slice(bound[0], bound[1] - bound[0]))
         return [_holding(hashed, table) for table in tables]
 
-    counts = [np.zeros(len(table.hashes), dtype=np.int32) for table in tables]
     with ThreadPoolExecutor(workers) as pool:
         for found in pool.map(batch, bounds):
             for total, (keys, held) in zip(counts, found, strict=True):
                 total[keys] += held  # keys are distinct
-    return counts
 
 
 def _holding(hashed: list[_Words], table: GramTable) -> tuple[np.ndarray, np.ndarray]:
