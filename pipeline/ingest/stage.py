@@ -170,8 +170,8 @@ def ingest_stats(
     per_source: dict[str, dict[str, int]], events: pl.DataFrame, parts: list[IngestPart] = ()
 ) -> dict:
     """records_in, bad_rows and encoding_repaired, in all and per source, from the rows read
-    and the events (ingest's drops and edits); and a
-    warning for each source whose files (of `parts`) hold bytes but gave no record."""
+    and the events (ingest's drops and edits); and a warning for each source whose files (of
+    `parts`) hold bytes but gave no record."""
     dropped = events.filter(pl.col("action") == reasons.DROPPED)
     for source_name, count in dropped.group_by("source").len().iter_rows():
         per_source[source_name]["bad_rows"] = count
@@ -228,8 +228,8 @@ def _batches(files: list[tuple[Path, str]]) -> list[list[tuple[Path, str]]]:
 def _read_batch(
     batch: list[tuple[Path, str]], source: SourceDeclaration, limits: IngestConfig
 ) -> Iterator[tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
-    """(rows read, good records, bad-row events, encoding repairs) for about BATCH_BYTES of raw rows at a time:
-    small files are mapped together, a large one in several pieces."""
+    """(rows read, good records, bad-row events, encoding repairs) for about BATCH_BYTES of
+    raw rows at a time: small files are mapped together, a large one in several pieces."""
     pending: list[pl.DataFrame] = []
     size = 0
     for path, name in batch:

@@ -4,12 +4,11 @@ measured value and the bound.
 
 Every record's language is identified on its text as the stage gets it (before any line is
 removed), whatever its profile, among `language.candidates` when they are given (unless it
-is surely in a language they leave out), and kept
-as the `language` and `language_score` columns the shards publish. Profiles: `prose` applies
-everything; `short_messages` the encoding rules, lorem ipsum and the language when
-identified with `min_confidence` (texts under `language.min_words` words are not judged by
-it; an uncertain language drops only prose), never a rule about length; `code` the encoding
-rules; `none` nothing. Order of the drops: encoding, then language, then C4 and FineWeb, then
+is surely in a language they leave out), and kept as the `language` and `language_score`
+columns the shards publish. Profiles: `prose` applies everything; `short_messages` the
+encoding rules, lorem ipsum and the language when identified with `min_confidence` (texts
+under `language.min_words` words are not judged by it; an uncertain language drops only
+prose), never a rule about length; `code` the encoding rules; `none` nothing. Order of the drops: encoding, then language, then C4 and FineWeb, then
 Gopher (on the text after line removals).
 """
 
@@ -106,11 +105,11 @@ def _languages(records: pl.DataFrame, cfg: LanguageConfig) -> pl.DataFrame:
     before any line is removed, whatever the profile."""
     found = identify(records["text"], cfg.candidates, cfg.outside)
     words = records["text"].str.count_matches(r"\S+").fill_null(0)
-    wordless = pl.when(words > 0)  # a blank text has no language (py3langid abstains)
+    has_words = pl.when(words > 0)  # a blank text has no language (py3langid abstains)
     return found.select(
         records["record_id"],
-        wordless.then(pl.col("language")).alias("language"),
-        wordless.then(pl.col("language_score")).alias("language_score"),
+        has_words.then(pl.col("language")).alias("language"),
+        has_words.then(pl.col("language_score")).alias("language_score"),
         (words >= cfg.min_words).alias("judged"),
     )
 
