@@ -53,7 +53,7 @@ from flows.report_cli import catalog_diff, report
 from flows.secrets_cli import secrets_app
 from flows.split_cli import split_app
 from flows.train_cli import print_summary as print_train_summary
-from flows.train_cli import train
+from flows.train_cli import train_app
 from pipeline.core.errors import ThresherError
 
 app = typer.Typer(
@@ -734,7 +734,7 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(contamination_app, name="contamination")
 app.add_typer(quality_app, name="quality")
 app.command()(dedup)
-app.command()(train)
+app.add_typer(train_app, name="train")
 app.command()(report)
 app.command()(deploy)
 app.command()(forget)

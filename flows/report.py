@@ -134,6 +134,7 @@ def version_report(
     requested = deletions.requests(catalog)  # examples of these records are not shown
     forgotten = _forgotten(requested)
     summary = _run_summary(catalog.workdir / "runs" / version.run_id)
+    runs, seed_groups = _training_runs(catalog, version.dataset_hash)
     for name, figures in splits.items():
         figures["tokens"] = tokens.get(name, 0)
     return {
@@ -175,11 +176,9 @@ def version_report(
             "run_id": version.run_id,
             "created_at": manifest["created_at"],
             "status": version.status,
-            "training_runs": [
-                {key: run[key] for key in ("run_id", "objective", "status", "test_metrics")}
-                for run in training_runs.for_version(catalog, version.dataset_hash)
-            ],
+            "training_runs": runs,
         },
+        "seed_groups": seed_groups,
         "diff": diff_versions(catalog, version.parent_hash, version.dataset_hash)
         if version.parent_hash
         else {"parent": None},
@@ -335,6 +334,26 @@ def _forgotten(requested: list[dict[str, Any]]) -> pl.Expr | None:
         if row["kind"] in ("record_id", "source")
     ]
     return pl.any_horizontal(named) if named else None
+
+
+def _training_runs(catalog: Catalog, dataset_hash: str) -> tuple[list[dict], list[dict]]:
+    """The runs on a version (with each one's seed, from its manifest) and the summaries of
+    the seed groups they belong to."""
+    runs, groups = [], {}
+    for run in training_runs.for_version(catalog, dataset_hash):
+        row = {key: run[key] for key in ("run_id", "objective", "status", "test_metrics")}
+        manifest_path = Path(run["manifest_path"])
+        record = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        row["seed"] = record.get("config", {}).get("seed")
+        group = record.get("seed_group")
+        row["seed_group"] = group and group["id"]
+        if group and group["id"] not in groups and Path(group["summary"]).exists():
+            groups[group["id"]] = {
+                "summary": group["summary"],
+                **json.loads(Path(group["summary"]).read_text()),
+            }
+        runs.append(row)
+    return runs, list(groups.values())
 
 
 def _run_summary(run_dir: Path) -> dict[str, Any] | None:

@@ -66,6 +66,7 @@ class Progress:
     unlogged_losses: list[float] = field(default_factory=list)  # steps since the last log
     grad_norm: float = math.nan  # of the last step
     lr: float = math.nan  # of the last step
+    train_seconds: float = 0.0  # reading, forward, backward and step, over every step so far
 
 
 class Batcher:
@@ -211,7 +212,9 @@ class Trainer:
                 group = micro[start : start + self.cfg.grad_accumulation]
                 began = time.perf_counter()
                 self._step([self.batcher(self.data.train.examples(p)) for p in group])
-                self._busy_seconds += time.perf_counter() - began
+                elapsed = time.perf_counter() - began
+                self._busy_seconds += elapsed
+                progress.train_seconds += elapsed
                 progress.step += 1
                 shown.advance("training", 1)
                 progress.position += len(group)

@@ -35,6 +35,16 @@ def json_hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
+# settings that change what a run costs or may spend, not what it trains
+NOT_TRAINING = frozenset({"budget", "probe_steps"})
+
+
+def config_hash(cfg) -> str:
+    """The train config's hash, which a resumed run must match; a seed group's runs differ
+    in `seed` alone."""
+    return json_hash(cfg.model_dump(mode="json", exclude=set(NOT_TRAINING)))
+
+
 def package_lock(run_dir: Path) -> dict[str, Any]:
     """Every installed distribution as name==version, written beside the manifest and hashed."""
     pins = sorted(

@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
+import tempfile
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +32,8 @@ from training import checkpoint, distributed, manifest, plots
 from training.data import TrainingData, check_features, open_training_version
 from training.loop import Batcher, Trainer, check_resumable
 from training.models import build_model
-from training.tokenization import load_bpe, load_minilm, train_bpe
+from training.plan import check_budget, make_plan, measure, peak_memory, reset_peak_memory
+from training.tokenization import TokenizerRecord, load_bpe, load_minilm, train_bpe
 
 MODEL_FILE = "model.pt"
 METRICS_FILE = "metrics.jsonl"
@@ -48,10 +52,15 @@ class TrainResult:
 
 
 def train(
-    config_path: str | Path, dataset: str | None = "latest", resume: str | Path | None = None
+    config_path: str | Path,
+    dataset: str | None = "latest",
+    resume: str | Path | None = None,
+    seed: int | None = None,
+    seed_group: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train on version `dataset` (hash, prefix or `latest`) of the config's dataset, or
-    resume the run in folder `resume` from its last checkpoint."""
+    resume the run in folder `resume` from its last checkpoint. `seed` replaces the config's
+    (a run of a seed group, which `seed_group` names)."""
     run_config = load_run_config(config_path)
     cfg = run_config.train or TrainConfig()
     workdir = Path(run_config.workdir)
@@ -64,6 +73,11 @@ def train(
                 "drop --dataset when resuming"
             )
         dataset = earlier["dataset"]["hash"]
+        seed_group = earlier.get("seed_group")
+        if seed_group:  # a seed group's run keeps its own seed
+            seed = earlier["config"]["seed"]
+    if seed is not None:
+        cfg = cfg.model_copy(update={"seed": seed})
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     world = distributed.start(cfg.device)
     try:
@@ -75,6 +89,7 @@ def train(
             earlier,
             Path(resume) if resume else None,
             world,
+            seed_group,
         )
         # ranks leave together: one tearing gloo down while another still talks to it can
         # abort with "terminate called without an active exception" (seen once in a clean
@@ -85,11 +100,13 @@ def train(
         distributed.stop(world)
 
 
-def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world) -> TrainResult:
+def _train(
+    name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world, seed_group
+) -> TrainResult:
     version = open_training_version(workdir, name, dataset)
     check_features(version, cfg)
     config = cfg.model_dump(mode="json")
-    config_hash = manifest.json_hash(config)
+    config_hash = manifest.config_hash(cfg)
     if earlier:
         run_id, run_dir = earlier["run_id"], resume_dir
         last = checkpoint.latest_checkpoint(run_dir / "checkpoints")
@@ -104,26 +121,25 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
         run_id = world.broadcast(f"train-{stamp}")
         run_dir = workdir / "training" / run_id
         last, state, threads = None, None, cfg.threads
-    if threads:
-        torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark = False
-    checkpoint.seed_everything(cfg.seed)
     if world.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
     world.barrier()
-
-    data = TrainingData(version, cfg)
-    tokenizer, tokenizer_record = _tokenizer(cfg, data, run_dir, world)
-    model, base_model = build_model(cfg, len(tokenizer), len(data.labels))
-    checkpoint.seed_everything(cfg.seed + world.rank)  # dropout differs by rank, not the init
-    trainer = Trainer(
-        cfg, data, model, Batcher(tokenizer, cfg, data.labels), world, run_dir, config_hash
-    )
+    setup = _prepare(cfg, version, run_dir, world, threads, config_hash)
+    data, trainer = setup.data, setup.trainer
+    if earlier and earlier.get("plan"):
+        plan = earlier["plan"]  # fixed when the run started
+    else:
+        plan = _plan(name, cfg, version, setup, world)
+        if plan["over_budget"]:
+            if world.is_main and not earlier:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            check_budget(plan)
 
     record: dict[str, Any] = {
         "run_id": run_id,
         "status": "running",
+        "plan": plan,
+        "seed_group": seed_group,
         "objective": cfg.objective,
         "dataset": {
             "name": name,
@@ -154,20 +170,8 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
         "packages": None,
         "environment": manifest.environment(world.size, world.backend, world.device),
         "determinism": manifest.determinism(),
-        "precision": trainer.precision,
-        "batch": {
-            "per_device": cfg.batch_size,
-            "grad_accumulation": cfg.grad_accumulation,
-            "world_size": world.size,
-            "effective": trainer.effective_batch,
-        },
-        "schedule": {
-            "total_steps": trainer.total_steps,
-            "steps_per_epoch": trainer.steps_per_epoch,
-            "warmup_steps": trainer.warmup_steps,
-        },
-        "base_model": base_model,
-        "tokenizer": tokenizer_record.as_dict(),
+        "base_model": setup.base_model,
+        "tokenizer": setup.tokenizer_record.as_dict(),
         "labels": data.labels if cfg.objective == "classification" else None,
         "started_at": earlier["started_at"] if earlier else manifest.now(),
         "resumed_from": [*(earlier or {}).get("resumed_from", []), *([str(last)] if last else [])],
@@ -187,7 +191,10 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
             world_size=world.size,
         )
     try:
+        reset_peak_memory(world.device)
+        began = time.perf_counter()
         progress = trainer.fit(state)
+        measured = _measured(progress, time.perf_counter() - began, world)  # every rank
         test_stream = data.final_test()  # model selection is over: the test split, once
         test = trainer.evaluate(test_stream) if len(test_stream) else None
         record["dataset"]["records"].update(test=len(test_stream), test_skipped=test_stream.skipped)
@@ -233,6 +240,7 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
                 "overflow_steps": progress.overflow_steps,
                 "test": test,
                 "test_evaluations": 1 if test else 0,
+                "measured": measured,
             },
             finished_at=manifest.now(),
         )
@@ -247,6 +255,82 @@ def _train(name, workdir, cfg: TrainConfig, dataset, earlier, resume_dir, world)
         )
     record = world.broadcast(record)
     return TrainResult(run_id, run_dir, record)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a run, or its plan, builds before the first step."""
+
+    data: TrainingData
+    tokenizer: Any
+    tokenizer_record: TokenizerRecord
+    model: torch.nn.Module
+    base_model: dict | None
+    batcher: Batcher
+    trainer: Trainer
+
+
+def _prepare(cfg: TrainConfig, version, run_dir: Path, world, threads, config_hash="") -> Setup:
+    if threads:
+        torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    checkpoint.seed_everything(cfg.seed)
+    data = TrainingData(version, cfg)
+    tokenizer, tokenizer_record = _tokenizer(cfg, data, run_dir, world)
+    model, base_model = build_model(cfg, len(tokenizer), len(data.labels))
+    checkpoint.seed_everything(cfg.seed + world.rank)  # dropout differs by rank, not the init
+    batcher = Batcher(tokenizer, cfg, data.labels)
+    trainer = Trainer(cfg, data, model, batcher, world, run_dir, config_hash)
+    return Setup(data, tokenizer, tokenizer_record, model, base_model, batcher, trainer)
+
+
+def _plan(name: str, cfg: TrainConfig, version, setup: Setup, world) -> dict[str, Any]:
+    """The plan every rank agrees on: the slowest rank's step time, the largest peak."""
+    measured = None
+    if cfg.probe_steps:
+        every = world.gather(measure(cfg, setup.data, setup.model, setup.batcher, world))
+        measured = max(every, key=lambda m: m["seconds_per_step"])
+        measured["peak_memory_bytes"] = max(m["peak_memory_bytes"] for m in every)
+    plan = make_plan(
+        name,
+        cfg,
+        version,
+        setup.data,
+        setup.trainer,
+        setup.tokenizer_record,
+        setup.base_model,
+        world,
+        measured,
+    )
+    return world.broadcast(plan)
+
+
+def plan(config_path: str | Path, dataset: str = "latest") -> dict[str, Any]:
+    """The plan `train` would fix for this config and version, measured in a scratch folder;
+    nothing is written to the work folder or the catalog."""
+    run_config = load_run_config(config_path)
+    cfg = run_config.train or TrainConfig()
+    world = distributed.start(cfg.device)
+    try:
+        version = open_training_version(run_config.workdir, run_config.name, dataset)
+        check_features(version, cfg)
+        with tempfile.TemporaryDirectory(prefix="thresher-plan-") as scratch:
+            setup = _prepare(cfg, version, Path(scratch), world, cfg.threads)
+            return _plan(run_config.name, cfg, version, setup, world)
+    finally:
+        distributed.stop(world)
+
+
+def _measured(progress, fit_seconds: float, world) -> dict[str, Any]:
+    """What the run took, beside what its plan projected."""
+    peak = max(world.gather(peak_memory(world.device)))
+    return {
+        "fit_seconds": fit_seconds,
+        "seconds_per_step": progress.train_seconds / progress.step if progress.step else None,
+        "peak_memory_bytes": peak,
+        "memory_kind": "GPU peak allocated" if world.device.type == "cuda" else "process peak RSS",
+    }
 
 
 def _tokenizer(cfg: TrainConfig, data: TrainingData, run_dir: Path, world):

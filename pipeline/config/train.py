@@ -22,6 +22,35 @@ class EarlyStopping(Strict):
     min_delta: Annotated[float, Field(ge=0)] = 0.0  # an improvement is a drop of more than this
 
 
+WALL_TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MEMORY_UNITS = {"B": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+                "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}  # fmt: skip
+
+
+def _amount(text: str, units: dict[str, int]) -> float:
+    number = text.rstrip("".join(units)).strip()
+    return float(number) * units[text[len(number) :].strip()]
+
+
+class Budget(Strict):
+    """Limits the plan checks before the first step: a run projected over any is refused."""
+
+    max_wall_time: str | None = Field(None, pattern=r"^\d+(\.\d+)?\s*[smhd]$")  # e.g. 90m, 2h
+    max_steps: PositiveInt | None = None
+    max_memory: str | None = Field(  # peak RSS on a CPU, peak allocated on a GPU; e.g. 8GiB
+        None, pattern=r"^\d+(\.\d+)?\s*(B|kB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
+    )
+    price_per_hour: Annotated[float, Field(ge=0)] | None = None  # of the device: the plan's cost
+
+    @property
+    def wall_seconds(self) -> float | None:
+        return _amount(self.max_wall_time, WALL_TIME_UNITS) if self.max_wall_time else None
+
+    @property
+    def memory_bytes(self) -> int | None:
+        return round(_amount(self.max_memory, MEMORY_UNITS)) if self.max_memory else None
+
+
 class TokenizerConfig(Strict):
     # minilm: the WordPiece tokenizer of all-MiniLM-L6-v2; bpe: a byte-level BPE trained on
     # the train split (causal_lm only).
@@ -80,6 +109,10 @@ class TrainConfig(Strict):
     threads: PositiveInt | None = None  # torch CPU threads; fixed for reproducible runs
     device: Literal["auto", "cpu", "cuda"] = "auto"
     log_every: PositiveInt = 10
+    # steps the plan times on a copy of the model before the run (after one unmeasured step);
+    # 0: no measurement, so no projected time or memory
+    probe_steps: Annotated[int, Field(ge=0)] = 3
+    budget: Budget = Budget()
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -87,6 +120,16 @@ class TrainConfig(Strict):
             raise ValueError(
                 "tokenizer.kind bpe is for causal_lm; classification fine-tunes MiniLM and must "
                 "use its own tokenizer (minilm)"
+            )
+        measured = {
+            "max_wall_time": self.budget.max_wall_time,
+            "max_memory": self.budget.max_memory,
+        }
+        unmeasurable = [name for name, limit in measured.items() if limit and not self.probe_steps]
+        if unmeasurable:
+            raise ValueError(
+                f"train.budget.{unmeasurable[0]} needs a measured plan: set train.probe_steps "
+                "above 0 (the steps timed before the run)"
             )
         if not 0 <= self.betas[0] < 1 or not 0 <= self.betas[1] < 1:
             raise ValueError(f"betas must each be in [0, 1), got {list(self.betas)}")

@@ -95,3 +95,24 @@ def test_catalog_show_lists_the_run(demo_run, classified):
     assert run["best_step"] == manifest["metrics"]["best_step"]
     assert run["test_metrics"]["accuracy"] == manifest["metrics"]["test"]["accuracy"]
     assert run["manifest_path"] == str(run_dir / "run_manifest.json")
+
+
+def test_the_plan_heads_the_manifest_and_its_projection_holds(demo_run, classified):
+    manifest, _ = classified
+    plan = manifest["plan"]
+    assert list(manifest)[:3] == ["run_id", "status", "plan"]
+    assert plan["dataset"]["hash"] == demo_run.summary["dataset_hash"]
+    assert plan["records"]["train"] == manifest["dataset"]["records"]["train"]
+    assert plan["steps"]["total"] == manifest["metrics"]["steps"] == 60
+    parameters = plan["parameters"]
+    assert parameters["method"] == "full fine-tuning: encoder and head"
+    assert parameters["trainable"] == parameters["total"]
+    assert 22_000_000 < parameters["total"] < 23_000_000  # all-MiniLM-L6-v2 and a 2-label head
+    assert plan["objective"].startswith("classification: predict the label (2 labels: 0, 1)")
+    # the steps timed before the run foretell the run's own: loosely, as the machine is shared
+    taken = manifest["metrics"]["measured"]
+    assert 1 / 3 < taken["seconds_per_step"] / plan["measured"]["seconds_per_step"] < 3
+    assert 1 / 3 < taken["fit_seconds"] / plan["projected"]["wall_seconds"] < 3
+    assert plan["over_budget"] == []
+    page = Path(demo_run.trained["report"]).read_text()
+    assert '<h2 id="training">Training</h2>' in page and manifest["run_id"] in page

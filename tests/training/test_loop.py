@@ -57,7 +57,7 @@ def one_step(project, name, batch_size, grad_accumulation):
         eps=10.0,
         model={"dropout": 0.0},
     )
-    assert result.manifest["batch"]["effective"] == batch_size * grad_accumulation
+    assert result.manifest["plan"]["batch"]["global"] == batch_size * grad_accumulation
     return weights(result.run_dir / "model.pt")
 
 
@@ -155,6 +155,7 @@ def test_non_finite_steps_are_skipped_and_counted(project, monkeypatch):
         checkpoint_every=4,
         keep_checkpoints=5,
         restore_best=False,
+        probe_steps=0,  # NaNLoss counts the forwards of training steps from the first
     )
     metrics = result.manifest["metrics"]
     assert (metrics["steps"], metrics["nonfinite_steps"], metrics["overflow_steps"]) == (6, 3, 0)
@@ -180,7 +181,7 @@ def strict_json(text: str):
 
 def test_manifest_and_metrics_stay_strict_json_after_non_finite_steps(project, monkeypatch):
     monkeypatch.setattr(training.loop, "loss_sum", NaNLoss({2}))
-    result = run(project, "nan-json", max_steps=3, eval_every=100)
+    result = run(project, "nan-json", max_steps=3, eval_every=100, probe_steps=0)
     assert result.manifest["metrics"]["nonfinite_steps"] == 1
     for line in (result.run_dir / "metrics.jsonl").read_text().splitlines():
         strict_json(line)
@@ -191,7 +192,7 @@ def test_manifest_and_metrics_stay_strict_json_after_non_finite_steps(project, m
 @pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)`:UserWarning")
 def test_too_many_non_finite_steps_fail_the_run(project, monkeypatch):
     monkeypatch.setattr(training.loop, "loss_sum", NaNLoss())
-    config = project.write_config(tiny(max_nonfinite_steps=2), "always-nan.yaml")
+    config = project.write_config(tiny(max_nonfinite_steps=2, probe_steps=0), "always-nan.yaml")
     with pytest.raises(TrainingError, match="2 steps had a non-finite loss"):
         train(config)
     (row,) = training_runs.runs(project.catalog)

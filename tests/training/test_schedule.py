@@ -43,8 +43,8 @@ def test_lr_multiplier_without_warmup_starts_at_the_peak_and_decays_to_zero():
 def test_a_run_uses_lr_times_the_multiplier_at_every_step(tmp_path, sms_spam):
     section = tiny(lr=1e-3, max_steps=12, warmup_steps=3, min_lr_ratio=0.1, log_every=1)
     result = train(sms_project(tmp_path, sms_spam, 120, section).config)
-    schedule = result.manifest["schedule"]
-    assert (schedule["total_steps"], schedule["warmup_steps"]) == (12, 3)
+    steps = result.manifest["plan"]["steps"]
+    assert (steps["total"], steps["warmup"]) == (12, 3)
     logged = [entry for entry in result.manifest["metrics"]["history"] if "lr" in entry]
     assert [entry["step"] for entry in logged] == list(range(1, 13))
     for entry in logged:  # step s (counted from 1) is optimizer step s - 1 of the scheduler
@@ -55,7 +55,7 @@ def test_a_run_uses_lr_times_the_multiplier_at_every_step(tmp_path, sms_spam):
 def test_warmup_ratio_is_a_share_of_all_steps(tmp_path, sms_spam):
     section = tiny(max_steps=8, warmup_ratio=0.25, eval_every=8, checkpoint_every=100)
     result = train(sms_project(tmp_path, sms_spam, 120, section).config)
-    assert result.manifest["schedule"]["warmup_steps"] == 2
+    assert result.manifest["plan"]["steps"]["warmup"] == 2
     lrs = [e["lr"] for e in result.manifest["metrics"]["history"] if "lr" in e]
     assert lrs[:3] == pytest.approx([0.0, 2.5e-5, 5e-5])
 

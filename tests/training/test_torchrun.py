@@ -59,15 +59,20 @@ def test_two_processes_train_one_model(tmp_path, sms_spam):
     assert manifest["status"] == "completed"
     assert manifest["environment"]["world_size"] == 2
     assert manifest["environment"]["backend"] == "gloo"
-    assert manifest["batch"] == {
+    plan = manifest["plan"]
+    assert plan["batch"] == {
         "per_device": 4,
         "grad_accumulation": 2,
+        "effective_per_device": 8,
         "world_size": 2,
-        "effective": 16,
+        "global": 16,
     }
+    # every rank measured its steps; the plan holds the slowest and the largest peak
+    assert plan["measured"]["steps_measured"] == 3 and plan["measured"]["seconds_per_step"] > 0
+    assert manifest["metrics"]["measured"]["peak_memory_bytes"] > 0
     # 172 train records: 86 per rank, 22 micro-batches of 4, 11 steps of 2 per epoch
     assert manifest["dataset"]["records"]["train"] == 172
-    assert manifest["schedule"]["steps_per_epoch"] == 11
+    assert plan["steps"]["per_epoch"] == 11
     assert manifest["metrics"]["steps"] == 12 and manifest["metrics"]["epochs_completed"] == 1
     assert manifest["dataset"]["hash"] == project.dataset_hash
     assert project.catalog.version(project.dataset_hash).dataset_hash == project.dataset_hash
