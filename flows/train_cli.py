@@ -210,7 +210,7 @@ def print_plan(plan: dict[str, Any], out: Console) -> None:
         ("stopping", plan["stopping"]),
         (
             "validation",
-            f"every {validation['every']} (at most {validation['evaluations_at_most']}): "
+            f"every {_every(validation['every'])} (at most {validation['evaluations_at_most']}): "
             f"{', '.join(validation['metrics'])}; keeps {validation['selection']}; test "
             f"{validation['test']}",
         ),
@@ -326,6 +326,10 @@ def print_comparison(found: dict[str, Any], out: Console) -> None:
         )
     if found.get("plot"):
         out.print(f"  plot  {found['plot']}", highlight=False)
+
+
+def _every(every: int | str) -> str:
+    return every if every == "epoch" else f"{every} steps"
 
 
 def _figure(value: float | None) -> str:

@@ -32,8 +32,12 @@ def parse_seeds(text: str) -> list[int]:
         raise ConfigError(
             f"--seeds takes integers separated by commas (13,14,15), not {text!r}"
         ) from None
+    return checked_seeds(seeds)
+
+
+def checked_seeds(seeds: list[int]) -> list[int]:
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
-        raise ConfigError(f"--seeds needs two or more different seeds, got {text!r}")
+        raise ConfigError(f"--seeds needs two or more different seeds, got {seeds}")
     return seeds
 
 
@@ -41,6 +45,7 @@ def train_seeds(
     config_path: str | Path, dataset: str, seeds: list[int]
 ) -> tuple[list[TrainResult], Path]:
     """Train the config under each seed on one version; return the runs and the summary."""
+    checked_seeds(seeds)
     run_config = load_run_config(config_path)
     workdir = Path(run_config.workdir).resolve()
     dataset_hash = Catalog.open(workdir).version(dataset, run_config.name).dataset_hash

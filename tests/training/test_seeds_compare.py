@@ -136,3 +136,17 @@ def test_compare_refuses_other_versions_and_warns_of_several_settings(seed_runs,
         compare.compare(*compare.open_run(seed_13, None), *compare.open_run(other, None))
     missing = thresher("train", "compare", "train-nothing", lines[0]["run_id"])
     assert missing.exit_code == 2 and "no training run train-nothing" in missing.stderr
+
+
+def test_the_train_flow_runs_a_seed_group(project):
+    from prefect.logging import disable_run_logger
+
+    from flows.train import train_flow
+
+    config = project.write_config(tiny(max_steps=4, eval_every=2, checkpoint_every=100))
+    with disable_run_logger():
+        found = train_flow.fn(config_path=str(config), seeds=[7, 8])
+    assert [run["status"] for run in found["runs"]] == ["completed", "completed"]
+    summary = json.loads(Path(found["seed_summary"]).read_text())
+    assert summary["seeds"] == [7, 8] and summary["metrics"]["steps"]["mean"] == 4
+    assert [run["run_id"] for run in summary["runs"]] == [run["run_id"] for run in found["runs"]]
