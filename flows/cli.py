@@ -41,6 +41,7 @@ from flows.contamination_cli import contamination_app
 from flows.dedup_cli import dedup
 from flows.deploy_cli import deploy
 from flows.eval_cli import eval_app
+from flows.export_cli import export
 from flows.governance_cli import (
     catalog_affected,
     catalog_purge,
@@ -735,6 +736,7 @@ app.add_typer(contamination_app, name="contamination")
 app.add_typer(quality_app, name="quality")
 app.command()(dedup)
 app.add_typer(train_app, name="train")
+app.command()(export)
 app.command()(report)
 app.command()(deploy)
 app.command()(forget)

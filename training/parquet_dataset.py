@@ -1,0 +1,176 @@
+"""A torch `IterableDataset` over a published version folder or a `thresher export --format
+parquet` folder, for training code of your own (plain loops, the Hugging Face Trainer,
+Lightning): every shard of the split is re-hashed against the folder's manifest.json before
+the first row (once per process), and a withdrawn version is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from torch.utils.data import IterableDataset, get_worker_info
+
+from pipeline.core.errors import DataError
+from pipeline.publish.reader import WITHDRAWN_MARKER
+from pipeline.publish.version import MANIFEST as VERSION_MANIFEST
+from pipeline.publish.version import dataset_hash as content_hash
+from training.readers import sha256_of
+
+_VERIFIED: set[tuple[str, str, int, int]] = set()  # (shard, sha256, size, mtime) this process
+
+
+def _read_version_manifest(folder: Path) -> dict:
+    path = folder / VERSION_MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(
+            f"{folder}: no {VERSION_MANIFEST}; give a published version folder or a "
+            "`thresher export --format parquet` folder"
+        ) from None
+    except ValueError as error:
+        raise DataError(f"{path}: unreadable ({error}); restore it from a copy") from None
+    withdrawn = folder / WITHDRAWN_MARKER
+    if withdrawn.exists():
+        reason = json.loads(withdrawn.read_text()).get("reason")
+        raise DataError(
+            f"version {manifest['dataset_hash'][:12]} at {folder} was withdrawn ({reason}); "
+            "do not train on it"
+        )
+    return manifest
+
+
+def verify_shards_once(folder: Path, shards: Sequence[dict[str, Any]]) -> None:
+    """Re-hash each shard unless this process already did at its current size and mtime."""
+    problems = []
+    for shard in shards:
+        file = folder / shard["path"]
+        try:
+            stat = file.stat()
+        except FileNotFoundError:
+            problems.append(f"{file}: missing")
+            continue
+        key = (str(file.resolve()), shard["sha256"], stat.st_size, stat.st_mtime_ns)
+        if key in _VERIFIED:
+            continue
+        if sha256_of(file) != shard["sha256"]:
+            problems.append(f"{file}: sha256 mismatch")
+        else:
+            _VERIFIED.add(key)
+    if problems:
+        raise DataError(
+            f"version at {folder} failed verification ({'; '.join(problems)}); do not train on "
+            "it — restore the shards or publish again"
+        )
+
+
+def share(
+    n_shards: int, rank: int, world_size: int, worker: int = 0, workers: int = 1
+) -> tuple[list[int], int, int]:
+    """Consumer (rank, worker)'s share of a split's shards: (the shards it reads, in order;
+    offset, stride): it keeps rows offset, offset + stride, … of their concatenated stream.
+
+    Ranks first: rank r reads shards r, r + world_size, … when the shard count is a multiple
+    of world_size, else every shard, keeping rows r, r + world_size, … (as Hugging Face's
+    split_dataset_by_node does). Then the rank's DataLoader workers divide its share the same
+    way. The shares are disjoint and cover the split; a rank's share does not depend on its
+    number of workers."""
+    shards = list(range(n_shards))
+    if n_shards % world_size == 0:
+        shards, offset, stride = shards[rank::world_size], 0, 1
+    else:
+        offset, stride = rank, world_size
+    if stride == 1 and len(shards) % workers == 0:
+        shards = shards[worker::workers]
+    else:
+        offset, stride = offset + worker * stride, stride * workers
+    return shards, offset, stride
+
+
+class VerifiedParquetDataset(IterableDataset):
+    """Rows of one split of a published version folder (or a parquet export), one dict
+    of `columns` per row, after every shard of the split is re-hashed against the
+    folder's manifest.json (once per process; a withdrawn version is refused).
+
+    Under data parallelism give `rank` and `world_size`; DataLoader workers are found with
+    `get_worker_info()`. Shards are divided among ranks, then among a rank's workers, or
+    rows when the shards do not divide evenly (`share`): the shares are disjoint and cover
+    the split. `len()` is this rank's row count. With `dataset_hash`, the manifest must be
+    that version's (its hash recomputed from its content).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        split: str,
+        columns: Sequence[str] | None = ("text", "label"),
+        rank: int = 0,
+        world_size: int = 1,
+        dataset_hash: str | None = None,
+        batch_rows: int = 1024,
+    ):
+        super().__init__()
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
+        self.path, self.split = Path(path), split
+        self.rank, self.world_size, self.batch_rows = rank, world_size, batch_rows
+        manifest = _read_version_manifest(self.path)
+        if split not in manifest["split_counts"]:
+            raise DataError(
+                f"version at {self.path} has no {split!r} split "
+                f"(it has: {', '.join(manifest['split_counts'])})"
+            )
+        if dataset_hash is not None:
+            _check_hash(self.path, manifest, dataset_hash)
+        published = [field["name"] for field in manifest["schema"]]
+        self.columns = list(columns) if columns else published
+        unknown = [c for c in self.columns if c not in published]
+        if unknown:
+            raise DataError(
+                f"version at {self.path} has no column {', '.join(map(repr, unknown))} "
+                f"(it has: {', '.join(published)})"
+            )
+        self.dataset_hash: str = manifest["dataset_hash"]
+        self.shards = [s for s in manifest["shards"] if s["split"] == split]
+
+    def verify(self) -> None:
+        """Re-hash the split's shards now (done before the first row anyway): called in
+        the main process before a DataLoader forks its workers, they need not again."""
+        verify_shards_once(self.path, self.shards)
+
+    def __len__(self) -> int:
+        """Rows this rank yields, all its DataLoader workers together."""
+        shards, offset, stride = share(len(self.shards), self.rank, self.world_size)
+        return len(range(offset, sum(self.shards[i]["rows"] for i in shards), stride))
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        self.verify()
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        mine, offset, stride = share(len(self.shards), self.rank, self.world_size, worker, workers)
+        position = 0  # of the first row of the next batch, in the stream of `mine`
+        for index in mine:
+            parquet = pq.ParquetFile(self.path / self.shards[index]["path"])
+            for batch in parquet.iter_batches(self.batch_rows, columns=self.columns):
+                rows = batch.to_pylist()
+                first = max(offset - position, (offset - position) % stride)
+                position += len(rows)
+                yield from rows[first::stride]
+
+
+def _check_hash(folder: Path, manifest: dict, dataset_hash: str) -> None:
+    computed = content_hash(
+        manifest["shards"],
+        manifest["schema"],
+        manifest["split_membership"],
+        manifest["config_hash"],
+    )
+    if not computed.startswith(dataset_hash.lower()) or computed != manifest["dataset_hash"]:
+        raise DataError(
+            f"{folder / VERSION_MANIFEST} is not version {dataset_hash[:16]} (its content "
+            f"hashes to {computed[:16]}); restore the manifest or open the version you meant"
+        )
