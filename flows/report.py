@@ -342,18 +342,25 @@ def _training_runs(catalog: Catalog, dataset_hash: str) -> tuple[list[dict], lis
     runs, groups = [], {}
     for run in training_runs.for_version(catalog, dataset_hash):
         row = {key: run[key] for key in ("run_id", "objective", "status", "test_metrics")}
-        manifest_path = Path(run["manifest_path"])
-        record = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        record = _json_or_none(Path(run["manifest_path"])) or {}
         row["seed"] = record.get("config", {}).get("seed")
         group = record.get("seed_group")
         row["seed_group"] = group and group["id"]
-        if group and group["id"] not in groups and Path(group["summary"]).exists():
-            groups[group["id"]] = {
-                "summary": group["summary"],
-                **json.loads(Path(group["summary"]).read_text()),
-            }
+        if group and group["id"] not in groups:
+            summary = _json_or_none(Path(group["summary"]))
+            if summary:
+                groups[group["id"]] = {"summary": group["summary"], **summary}
         runs.append(row)
     return runs, list(groups.values())
+
+
+def _json_or_none(path: Path) -> dict[str, Any] | None:
+    """A run's manifest or a seed summary; None when it was moved or cannot be read (the
+    report shows the catalog's row without it)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _run_summary(run_dir: Path) -> dict[str, Any] | None:

@@ -43,40 +43,60 @@ def train(
 ) -> None:
     """Train on a published version, verified shard by shard; write a run manifest."""
     if ctx.invoked_subcommand:
+        given = [name for name, value in (("--config", config), ("--resume", resume),
+                 ("--seeds", seeds), ("--json", as_json), ("--quiet", quiet)) if value]  # fmt: skip
+        if given or dataset != "latest":
+            fail(
+                f"put {', '.join(given) or '--dataset'} after `{ctx.invoked_subcommand}`: "
+                f"thresher train {ctx.invoked_subcommand} --config …"
+            )
         return
     if config is None:
         fail("thresher train needs --config (a run config with a train: section)")
-    if seeds and resume:
-        fail("--seeds starts new runs; resume one run of the group with --resume RUN_DIR alone")
-    from training.run import train as run_training
-    from training.seeds import parse_seeds, train_seeds
+    from training.seeds import parse_seeds
 
     try:
         with progress_shown(quiet):
-            if seeds:
-                results, summary_path = train_seeds(config, dataset, parse_seeds(seeds))
-            else:
-                results = [
-                    run_training(
-                        config, None if resume and dataset == "latest" else dataset, resume
-                    )
-                ]
-                summary_path = None
+            summaries, group = train_and_summarize(
+                config, dataset, resume, parse_seeds(seeds) if seeds else None
+            )
     except ThresherError as error:
         fail(str(error))
-    from flows.report import refresh_report
+    for summary in summaries:
+        if as_json:
+            emit(summary)
+        print_summary(summary, human(as_json))
+    if group:
+        print_seed_summary(group, human(as_json))
+        if as_json:
+            emit(group)
 
+
+def train_and_summarize(
+    config: str | Path, dataset: str, resume: str | Path | None, seeds: list[int] | None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """One run (or, with `seeds`, one per seed): each run's summary with the refreshed
+    report, and the seed group's summary (None without seeds). For the CLI and the flow."""
+    from flows.report import refresh_report
+    from pipeline.core.errors import ConfigError
+    from training.run import train
+    from training.seeds import train_seeds
+
+    if seeds and resume:
+        raise ConfigError(
+            "seeds start new runs; resume one run of a seed group with --resume RUN_DIR alone"
+        )
+    if seeds:
+        results, summary_path = train_seeds(config, dataset, seeds)
+        group = {"seed_summary": str(summary_path), **json.loads(summary_path.read_text())}
+    else:
+        results = [train(config, None if resume and dataset == "latest" else dataset, resume)]
+        group = None
     summaries = [summarize(result.manifest, result.run_dir) for result in results]
     report = refresh_report(config, summaries[0]["dataset_hash"])
     for summary in summaries:
         summary["report"] = report
-        if as_json:
-            emit(summary)
-        print_summary(summary, human(as_json))
-    if summary_path:
-        print_seed_summary(json.loads(summary_path.read_text()), summary_path, human(as_json))
-        if as_json:
-            emit({"seed_summary": str(summary_path), **json.loads(summary_path.read_text())})
+    return summaries, group
 
 
 @train_app.command("plan")
@@ -264,16 +284,16 @@ def print_plan(plan: dict[str, Any], out: Console) -> None:
         out.print("[green]within budget[/]", highlight=False)
 
 
-def print_seed_summary(summary: dict[str, Any], path: Path, out: Console) -> None:
+def print_seed_summary(group: dict[str, Any], out: Console) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{summary['group']}: seeds {', '.join(map(str, summary['seeds']))}")
+    table = Table(title=f"{group['group']}: seeds {', '.join(map(str, group['seeds']))}")
     for column in ("metric", "mean", "std", "min", "max"):
         table.add_column(column, justify="left" if column == "metric" else "right")
-    for name, values in summary["metrics"].items():
+    for name, values in group["metrics"].items():
         table.add_row(name, *(_figure(values[key]) for key in ("mean", "std", "min", "max")))
     out.print(table)
-    out.print(f"  summary  {path}", highlight=False)
+    out.print(f"  summary  {group['seed_summary']}", highlight=False)
 
 
 def print_comparison(found: dict[str, Any], out: Console) -> None:
@@ -308,7 +328,8 @@ def print_comparison(found: dict[str, Any], out: Console) -> None:
             )
     for name, values in found["test"].items():
         out.print(
-            f"test {name}: A {values['a']:.4f}, B {values['b']:.4f} ({_signed(values['difference'])})",
+            f"test {name}: A {_figure(values['a'])}, B {_figure(values['b'])} "
+            f"({_signed(values['difference'])})",
             highlight=False,
         )
     step, memory = found["seconds_per_step"], found["peak_memory_bytes"]
@@ -333,7 +354,9 @@ def _every(every: int | str) -> str:
 
 
 def _figure(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
+    if value is None:
+        return "—"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
 
 
 def _signed(value: float) -> str:

@@ -24,6 +24,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -31,8 +32,7 @@ from pipeline.config.train import TrainConfig
 from pipeline.core.errors import ThresherError
 from training import checkpoint
 from training.data import TrainingData, batches, rank_share
-from training.distributed import World
-from training.loop import Batcher, Trainer, loss_sum
+from training.loop import Trainer, loss_sum
 
 
 class OverBudget(ThresherError):
@@ -56,6 +56,10 @@ def parameters(model: nn.Module, cfg: TrainConfig) -> dict[str, Any]:
         # fp32 weights, plus a gradient and AdamW's two moments per trainable parameter
         "state_bytes": 4 * total + 12 * trainable,
     }
+
+
+def _interval(trainer: Trainer, every: int | str) -> int:
+    return trainer.steps_per_epoch if every == "epoch" else every
 
 
 def evaluation_steps(total_steps: int, steps_per_epoch: int, every: int | str) -> int:
@@ -85,19 +89,22 @@ def peak_memory(device: torch.device) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measure(
-    cfg: TrainConfig, data: TrainingData, model: nn.Module, batcher: Batcher, world: World
-) -> dict[str, Any]:
-    """Seconds per optimizer step and per evaluation batch, and peak memory, from
-    `cfg.probe_steps` steps (after one unmeasured step) of the run's first batches on a
-    copy of `model`; the random states are restored afterwards."""
+def memory_kind(device: torch.device) -> str:
+    return "GPU peak allocated" if device.type == "cuda" else "process peak RSS"
+
+
+def measure(trainer: Trainer) -> dict[str, Any]:
+    """Seconds per optimizer step, per evaluation batch and per checkpoint, and peak memory,
+    from `probe_steps` steps (after one unmeasured step) of the run's first batches on a
+    copy of the trainer's model; the random states are restored afterwards."""
+    cfg, data, world, batcher = trainer.cfg, trainer.data, trainer.world, trainer.batcher
     saved = checkpoint.rng_state(world.device)
     reset_peak_memory(world.device)
     with tempfile.TemporaryDirectory(prefix="thresher-probe-") as scratch:
         # timing steps: a non-finite one is the run's to count, and to report
         tolerant = cfg.model_copy(update={"max_nonfinite_steps": math.inf})
-        trainer = Trainer(tolerant, data, copy.deepcopy(model), batcher, world, Path(scratch))
-        trainer._say = lambda message: None
+        probe = Trainer(tolerant, data, copy.deepcopy(trainer.model), batcher, world, Path(scratch))
+        probe._say = lambda message: None
         order = rank_share(
             data.train.order(cfg.seed, 0, cfg.shuffle_window), world.rank, world.size
         )
@@ -107,11 +114,15 @@ def measure(
         for start in range(0, len(micro), cfg.grad_accumulation):
             group = micro[start : start + cfg.grad_accumulation]
             began = time.perf_counter()
-            trainer._step([batcher(data.train.examples(positions)) for positions in group])
+            probe._step([batcher(data.train.examples(positions)) for positions in group])
             seconds.append(time.perf_counter() - began)
-        evaluation = _evaluation_batch_seconds(trainer, data, batcher, world)
-        peak = peak_memory(world.device)
-        del trainer
+        # the copy is the extra: the run's own model sits idle in memory meanwhile
+        peak = peak_memory(world.device) - _bytes(trainer.model)
+        if not probe.optimizer.state:  # no step was taken (non-finite): AdamW's moments
+            peak += 8 * sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        evaluation = _evaluation_batch_seconds(probe)
+        saving = _checkpoint_seconds(probe, Path(scratch))
+        del probe
     gc.collect()
     checkpoint.set_rng_state(saved, world.device)
     measured = seconds[1:] or seconds  # the first step pays one-time costs
@@ -119,35 +130,61 @@ def measure(
         "steps_measured": len(measured),
         "seconds_per_step": statistics.median(measured),
         "seconds_per_evaluation_batch": evaluation,
+        **saving,
         "peak_memory_bytes": peak,
-        "memory_kind": "GPU peak allocated" if world.device.type == "cuda" else "process peak RSS",
+        "memory_kind": memory_kind(world.device),
     }
 
 
+def _bytes(model: nn.Module) -> int:
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 @torch.no_grad()
-def _evaluation_batch_seconds(trainer: Trainer, data, batcher, world) -> float | None:
+def _evaluation_batch_seconds(trainer: Trainer) -> float:
+    """The median of three forward passes over the first batch of the validation split."""
+    data, device = trainer.data, trainer.world.device
     stream = data.validation if len(data.validation) else data.train
-    positions = torch.arange(min(len(stream), trainer.cfg.batch_size)).numpy()
+    positions = np.arange(min(len(stream), trainer.cfg.batch_size))
     trainer.model.eval()
-    batch = {k: v.to(world.device) for k, v in batcher(stream.examples(positions)).items()}
+    batch = {k: v.to(device) for k, v in trainer.batcher(stream.examples(positions)).items()}
+    seconds = []
+    for _ in range(3):
+        began = time.perf_counter()
+        with trainer.autocast():
+            loss_sum(trainer.model, batch, trainer.cfg.objective)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds.append(time.perf_counter() - began)
+    return statistics.median(seconds)
+
+
+def _checkpoint_seconds(trainer: Trainer, scratch: Path) -> dict[str, float]:
+    """Seconds to write a checkpoint (model and optimizer) and a model alone, as the run does."""
     began = time.perf_counter()
-    with trainer.autocast():
-        loss_sum(trainer.model, batch, trainer.cfg.objective)
-    return time.perf_counter() - began
+    checkpoint.save_atomic(
+        {"model": trainer.model.state_dict(), "optimizer": trainer.optimizer.state_dict()},
+        scratch / "checkpoint.pt",
+    )
+    middle = time.perf_counter()
+    checkpoint.save_atomic({"model": trainer.model.state_dict()}, scratch / "model.pt")
+    return {
+        "seconds_per_checkpoint": middle - began,
+        "seconds_per_model_save": time.perf_counter() - middle,
+    }
 
 
 def make_plan(
     name: str,
-    cfg: TrainConfig,
     version,
-    data: TrainingData,
     trainer: Trainer,
     tokenizer_record,
     base_model: dict | None,
-    world: World,
     measured: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """Everything the run is about to do and what it will cost, before its first step."""
+    cfg, data, world = trainer.cfg, trainer.data, trainer.world
     split_counts = version.manifest.get("split_counts", {})
     evaluations = (
         evaluation_steps(trainer.total_steps, trainer.steps_per_epoch, cfg.eval_every)
@@ -216,11 +253,16 @@ def make_plan(
         eval_seconds = (evaluations * validation_batches + test_batches) * (
             measured["seconds_per_evaluation_batch"] or 0.0
         )
-        wall = step_seconds + eval_seconds
+        # checkpoints between steps; the best weights at most at every evaluation, and the model
+        saving = (trainer.total_steps - 1) // _interval(trainer, cfg.checkpoint_every) * measured[
+            "seconds_per_checkpoint"
+        ] + (evaluations + 1) * measured["seconds_per_model_save"]
+        wall = step_seconds + eval_seconds + saving
         plan["projected"] = {
             "wall_seconds": wall,
             "training_seconds": step_seconds,
             "evaluation_seconds": eval_seconds,
+            "saving_seconds": saving,
             "peak_memory_bytes": measured["peak_memory_bytes"],
             "cost": None
             if cfg.budget.price_per_hour is None
@@ -238,20 +280,24 @@ def over_budget(plan: dict[str, Any], cfg: TrainConfig) -> list[str]:
     if budget.max_steps is not None and steps > budget.max_steps:
         found.append(
             f"train.budget.max_steps {budget.max_steps}: the run takes {steps} steps, "
-            f"{steps - budget.max_steps} more"
+            f"{steps - budget.max_steps} more (lower train.max_steps or train.epochs, or raise "
+            "train.batch_size or train.grad_accumulation)"
         )
     wall = projected.get("wall_seconds")
     if budget.wall_seconds is not None and wall is not None and wall > budget.wall_seconds:
         found.append(
             f"train.budget.max_wall_time {budget.max_wall_time}: projected {duration(wall)}, "
             f"{duration(wall - budget.wall_seconds)} over "
-            f"({wall / budget.wall_seconds:.2f}× the limit)"
+            f"({wall / budget.wall_seconds:.2f}× the limit; lower train.max_steps or "
+            "train.epochs, or evaluate less often: train.eval_every)"
         )
     memory = projected.get("peak_memory_bytes")
     if budget.memory_bytes is not None and memory is not None and memory > budget.memory_bytes:
         found.append(
             f"train.budget.max_memory {budget.max_memory}: measured peak {mebibytes(memory)}, "
-            f"{mebibytes(memory - budget.memory_bytes)} over"
+            f"{mebibytes(memory - budget.memory_bytes)} over (lower train.batch_size and raise "
+            "train.grad_accumulation, shorten train.tokenizer.max_length, or set "
+            "train.gradient_checkpointing)"
         )
     return found
 
@@ -261,8 +307,7 @@ def check_budget(plan: dict[str, Any]) -> None:
         raise OverBudget(
             "the run would exceed its budget, so it was not started: "
             + "; ".join(plan["over_budget"])
-            + ". Raise the limit in train.budget, or lower train.max_steps, train.epochs or "
-            "train.batch_size (`thresher train plan` shows the plan)"
+            + ". Or raise the limit in train.budget (`thresher train plan` shows the plan)"
         )
 
 

@@ -28,11 +28,18 @@ from data_catalog.catalog import Catalog
 from pipeline.config import load_run_config
 from pipeline.config.train import TrainConfig
 from pipeline.core.errors import DataError
-from training import checkpoint, distributed, manifest, plots
+from training import checkpoint, distributed, manifest, plots, seeds
 from training.data import TrainingData, check_features, open_training_version
 from training.loop import Batcher, Trainer, check_resumable
 from training.models import build_model
-from training.plan import check_budget, make_plan, measure, peak_memory, reset_peak_memory
+from training.plan import (
+    check_budget,
+    make_plan,
+    measure,
+    memory_kind,
+    peak_memory,
+    reset_peak_memory,
+)
 from training.tokenization import TokenizerRecord, load_bpe, load_minilm, train_bpe
 
 MODEL_FILE = "model.pt"
@@ -78,7 +85,6 @@ def train(
             seed = earlier["config"]["seed"]
     if seed is not None:
         cfg = cfg.model_copy(update={"seed": seed})
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     world = distributed.start(cfg.device)
     try:
         result = _train(
@@ -125,16 +131,15 @@ def _train(
         run_dir.mkdir(parents=True, exist_ok=True)
     world.barrier()
     setup = _prepare(cfg, version, run_dir, world, threads, config_hash)
-    data, trainer = setup.data, setup.trainer
-    if earlier and earlier.get("plan"):
-        plan = earlier["plan"]  # fixed when the run started
+    data, trainer = setup.trainer.data, setup.trainer
+    if earlier:
+        plan = earlier.get("plan")  # fixed when the run started (older runs had none)
     else:
-        plan = _plan(name, cfg, version, setup, world)
+        plan = _plan(name, version, setup)
         if plan["over_budget"]:
-            if world.is_main and not earlier:
-                shutil.rmtree(run_dir, ignore_errors=True)
+            if world.is_main:
+                shutil.rmtree(run_dir, ignore_errors=True)  # nothing of the run was written
             check_budget(plan)
-
     record: dict[str, Any] = {
         "run_id": run_id,
         "status": "running",
@@ -245,6 +250,8 @@ def _train(
             finished_at=manifest.now(),
         )
         path = manifest.write(run_dir, record)
+        if seed_group:
+            seeds.record_run(seed_group, path)
         training_runs.finish(
             catalog,
             run_id,
@@ -261,16 +268,13 @@ def _train(
 class Setup:
     """What a run, or its plan, builds before the first step."""
 
-    data: TrainingData
-    tokenizer: Any
-    tokenizer_record: TokenizerRecord
-    model: torch.nn.Module
-    base_model: dict | None
-    batcher: Batcher
     trainer: Trainer
+    tokenizer_record: TokenizerRecord
+    base_model: dict | None
 
 
 def _prepare(cfg: TrainConfig, version, run_dir: Path, world, threads, config_hash="") -> Setup:
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     if threads:
         torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
@@ -282,27 +286,18 @@ def _prepare(cfg: TrainConfig, version, run_dir: Path, world, threads, config_ha
     checkpoint.seed_everything(cfg.seed + world.rank)  # dropout differs by rank, not the init
     batcher = Batcher(tokenizer, cfg, data.labels)
     trainer = Trainer(cfg, data, model, batcher, world, run_dir, config_hash)
-    return Setup(data, tokenizer, tokenizer_record, model, base_model, batcher, trainer)
+    return Setup(trainer, tokenizer_record, base_model)
 
 
-def _plan(name: str, cfg: TrainConfig, version, setup: Setup, world) -> dict[str, Any]:
-    """The plan every rank agrees on: the slowest rank's step time, the largest peak."""
+def _plan(name: str, version, setup: Setup) -> dict[str, Any]:
+    """The plan every rank agrees on: the slowest rank's timings, the largest peak."""
+    trainer, world = setup.trainer, setup.trainer.world
     measured = None
-    if cfg.probe_steps:
-        every = world.gather(measure(cfg, setup.data, setup.model, setup.batcher, world))
+    if trainer.cfg.probe_steps:
+        every = world.gather(measure(trainer))
         measured = max(every, key=lambda m: m["seconds_per_step"])
         measured["peak_memory_bytes"] = max(m["peak_memory_bytes"] for m in every)
-    plan = make_plan(
-        name,
-        cfg,
-        version,
-        setup.data,
-        setup.trainer,
-        setup.tokenizer_record,
-        setup.base_model,
-        world,
-        measured,
-    )
+    plan = make_plan(name, version, trainer, setup.tokenizer_record, setup.base_model, measured)
     return world.broadcast(plan)
 
 
@@ -317,7 +312,7 @@ def plan(config_path: str | Path, dataset: str = "latest") -> dict[str, Any]:
         check_features(version, cfg)
         with tempfile.TemporaryDirectory(prefix="thresher-plan-") as scratch:
             setup = _prepare(cfg, version, Path(scratch), world, cfg.threads)
-            return _plan(run_config.name, cfg, version, setup, world)
+            return _plan(run_config.name, version, setup)
     finally:
         distributed.stop(world)
 
@@ -329,7 +324,7 @@ def _measured(progress, fit_seconds: float, world) -> dict[str, Any]:
         "fit_seconds": fit_seconds,
         "seconds_per_step": progress.train_seconds / progress.step if progress.step else None,
         "peak_memory_bytes": peak,
-        "memory_kind": "GPU peak allocated" if world.device.type == "cuda" else "process peak RSS",
+        "memory_kind": memory_kind(world.device),
     }
 
 

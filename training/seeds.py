@@ -8,18 +8,22 @@ runs and is rewritten after each one, so a group that stops part way says how fa
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 import statistics
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from data_catalog.catalog import Catalog
 from pipeline.config import load_run_config
+from pipeline.config.train import TrainConfig
 from pipeline.core.errors import ConfigError
 from training import manifest
-from training.run import TrainResult, train
+
+if TYPE_CHECKING:
+    from training.run import TrainResult
 
 SUMMARY_FILE = "seed_summary.json"
 
@@ -36,28 +40,53 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def checked_seeds(seeds: list[int]) -> list[int]:
-    if len(seeds) < 2 or len(set(seeds)) != len(seeds):
-        raise ConfigError(f"--seeds needs two or more different seeds, got {seeds}")
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ConfigError(f"--seeds needs two or more different seeds, each 0 or more, got {seeds}")
     return seeds
 
 
 def train_seeds(
     config_path: str | Path, dataset: str, seeds: list[int]
 ) -> tuple[list[TrainResult], Path]:
-    """Train the config under each seed on one version; return the runs and the summary."""
+    """Train the config under each seed on one version; return the runs and the summary
+    (which each run rewrites as it completes)."""
+    from training.run import train
+
     checked_seeds(seeds)
     run_config = load_run_config(config_path)
     workdir = Path(run_config.workdir).resolve()
     dataset_hash = Catalog.open(workdir).version(dataset, run_config.name).dataset_hash
     group_id = f"seeds-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
-    folder = workdir / "training" / group_id
-    folder.mkdir(parents=True)
-    group = {"id": group_id, "seeds": seeds, "summary": str(folder / SUMMARY_FILE)}
+    summary = workdir / "training" / group_id / SUMMARY_FILE
+    group = {"id": group_id, "seeds": seeds, "summary": str(summary)}
     results: list[TrainResult] = []
     for seed in seeds:
         results.append(train(config_path, dataset_hash, seed=seed, seed_group=group))
-        write_summary(folder, group, results)
-    return results, folder / SUMMARY_FILE
+        hashes = {except_seed(result.manifest["config"]) for result in results}
+        if len(hashes) > 1:
+            raise ConfigError(
+                f"{config_path} changed while seed group {group_id} was training (run "
+                f"{results[-1].run_id} has another train config): the group's runs must differ "
+                "in the seed alone; start the group again"
+            )
+    return results, summary
+
+
+def except_seed(config: dict[str, Any]) -> str:
+    """The train config's hash with the seed left out: one for every run of a group."""
+    return manifest.config_hash(TrainConfig.model_validate({**config, "seed": 0}))
+
+
+def record_run(group: dict[str, Any], manifest_path: Path) -> Path:
+    """Add a completed run to its group's summary and rewrite it from every run's manifest."""
+    path = Path(group["summary"])
+    listed = json.loads(path.read_text())["runs"] if path.exists() else []
+    paths = [Path(run["manifest"]) for run in listed]
+    if manifest_path not in paths:
+        paths.append(manifest_path)
+    records = [json.loads(p.read_text()) for p in paths]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_summary(path, group, list(zip(paths, records, strict=True)))
 
 
 def metric_values(record: dict[str, Any]) -> dict[str, float]:
@@ -84,34 +113,32 @@ def spread(values: list[float]) -> dict[str, float | None]:
     }
 
 
-def write_summary(folder: Path, group: dict[str, Any], results: list[TrainResult]) -> Path:
-    records = [result.manifest for result in results]
-    per_run = [metric_values(record) for record in records]
+def write_summary(
+    path: Path, group: dict[str, Any], runs: list[tuple[Path, dict[str, Any]]]
+) -> Path:
+    per_run = [metric_values(record) for _, record in runs]
     names = sorted({name for values in per_run for name in values})
     summary = {
         "group": group["id"],
         "seeds": group["seeds"],
-        "completed": len(records),
-        "complete": len(records) == len(group["seeds"]),
-        "dataset_hash": records[0]["dataset"]["hash"],
-        "config_hash_except_seed": manifest.json_hash(
-            {key: value for key, value in records[0]["config"].items() if key != "seed"}
-        ),
+        "completed": len(runs),
+        "complete": len(runs) == len(group["seeds"]),
+        "dataset_hash": runs[0][1]["dataset"]["hash"],
+        "config_hash_except_seed": except_seed(runs[0][1]["config"]),
         "runs": [
             {
                 "seed": record["config"]["seed"],
                 "run_id": record["run_id"],
-                "manifest": str(result.manifest_path),
+                "manifest": str(manifest_path),
                 "metrics": values,
             }
-            for result, record, values in zip(results, records, per_run, strict=True)
+            for (manifest_path, record), values in zip(runs, per_run, strict=True)
         ],
         "metrics": {
             name: spread([values[name] for values in per_run if name in values]) for name in names
         },
         "std": "sample standard deviation (n − 1)",
     }
-    path = folder / SUMMARY_FILE
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(manifest.strict_json(summary, indent=2) + "\n")
     temporary.replace(path)

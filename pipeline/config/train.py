@@ -42,6 +42,16 @@ class Budget(Strict):
     )
     price_per_hour: Annotated[float, Field(ge=0)] | None = None  # of the device: the plan's cost
 
+    @model_validator(mode="after")
+    def _above_zero(self) -> Budget:
+        for name, amount in (
+            ("max_wall_time", self.wall_seconds),
+            ("max_memory", self.memory_bytes),
+        ):
+            if amount == 0:
+                raise ValueError(f"budget.{name} must be above 0 (leave it out for no limit)")
+        return self
+
     @property
     def wall_seconds(self) -> float | None:
         return _amount(self.max_wall_time, WALL_TIME_UNITS) if self.max_wall_time else None
@@ -80,7 +90,7 @@ class TrainConfig(Strict):
     # metadata fields the model sees besides the text, as `field: value` lines before it; each
     # must be a published field of the version (not one excluded as known after the outcome)
     features: list[str] = []
-    seed: int = 13
+    seed: Annotated[int, Field(ge=0)] = 13
     epochs: PositiveInt = 3
     max_steps: PositiveInt | None = None  # when set, overrides epochs
     batch_size: PositiveInt = 32  # per device

@@ -13,7 +13,7 @@ from trainkit import run_manifest, same_weights, tiny, weights
 from data_catalog import training_runs
 from training.loop import TrainingError
 from training.models import CausalLM
-from training.plan import OverBudget, evaluation_steps
+from training.plan import OverBudget, duration, evaluation_steps, mebibytes
 from training.run import MODEL_FILE, plan, train
 
 
@@ -79,6 +79,8 @@ def test_measuring_leaves_the_run_exactly_as_without_it(project):
     assert measured.manifest["config_hash"] == unmeasured.manifest["config_hash"]
     record = run_manifest(measured.run_dir)
     assert list(record)[:3] == ["run_id", "status", "plan"]
+    evaluations = [e for e in record["metrics"]["history"] if "validation_loss" in e]
+    assert len(evaluations) == record["plan"]["validation"]["evaluations_at_most"] == 2
     assert record["plan"]["measured"]["steps_measured"] == 3
     assert run_manifest(unmeasured.run_dir)["plan"]["measured"] is None
     taken = record["metrics"]["measured"]
@@ -92,13 +94,29 @@ def test_a_run_over_budget_is_refused_before_it_starts(project):
         train(config)
     assert list((project.workdir / "training").iterdir()) == []  # no run folder left
     assert training_runs.runs(project.catalog) == []
+    refused = thresher("train", "--config", config)
+    assert refused.exit_code == 2
+    assert "so it was not started: train.budget.max_steps 15" in refused.stderr.replace("\n", " ")
     tight = project.write_config(
         tiny(budget={"max_wall_time": "0.001s", "max_memory": "1MB"}), "tight.yaml"
     )
     found = plan(tight)
     wall, memory = found["over_budget"]
-    assert wall.startswith("train.budget.max_wall_time 0.001s: projected ") and " over (" in wall
-    assert memory.startswith("train.budget.max_memory 1MB: measured peak ") and "MiB over" in memory
+    projected = found["projected"]
+    seconds, peak = projected["wall_seconds"], projected["peak_memory_bytes"]
+    assert wall.startswith(
+        f"train.budget.max_wall_time 0.001s: projected {duration(seconds)}, "
+        f"{duration(seconds - 0.001)} over ({seconds / 0.001:.2f}× the limit"
+    )
+    assert memory.startswith(
+        f"train.budget.max_memory 1MB: measured peak {mebibytes(peak)}, "
+        f"{mebibytes(peak - 10**6)} over"
+    )
+    assert seconds == pytest.approx(
+        projected["training_seconds"]
+        + projected["evaluation_seconds"]
+        + projected["saving_seconds"]
+    )
     result = thresher("train", "plan", "--config", tight)
     assert result.exit_code == 1
     assert "over budget: train.budget.max_wall_time 0.001s" in result.stdout

@@ -150,3 +150,50 @@ def test_the_train_flow_runs_a_seed_group(project):
     summary = json.loads(Path(found["seed_summary"]).read_text())
     assert summary["seeds"] == [7, 8] and summary["metrics"]["steps"]["mean"] == 4
     assert [run["run_id"] for run in summary["runs"]] == [run["run_id"] for run in found["runs"]]
+
+
+def test_a_stopped_run_of_a_group_resumes_under_its_seed_and_completes_the_summary(
+    project, monkeypatch
+):
+    from training.loop import Trainer, TrainingError
+
+    config = project.write_config(tiny(max_steps=8, eval_every=4, checkpoint_every=4))
+    save, saved = Trainer.save_checkpoint, []
+
+    def crash_in_the_second_run(self):
+        path = save(self)
+        saved.append(self.cfg.seed)
+        if self.cfg.seed == 6:
+            raise TrainingError("power cut")
+        return path
+
+    monkeypatch.setattr(Trainer, "save_checkpoint", crash_in_the_second_run)
+    stopped = thresher("train", "--config", config, "--seeds", "5,6")
+    assert stopped.exit_code == 2 and "power cut" in stopped.stderr
+    runs = sorted((project.workdir / "training").glob("train-*"))
+    records = [run_manifest(run) for run in runs]
+    assert [(r["config"]["seed"], r["status"]) for r in records] == [
+        (5, "completed"),
+        (6, "failed"),
+    ]
+    group = records[0]["seed_group"]
+    partial = json.loads(Path(group["summary"]).read_text())
+    assert (partial["completed"], partial["complete"]) == (1, False)
+    monkeypatch.setattr(Trainer, "save_checkpoint", save)
+    resumed = thresher("train", "--config", config, "--resume", runs[1], "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    record = run_manifest(runs[1])
+    assert record["config"]["seed"] == 6 and record["seed_group"] == group
+    summary = json.loads(Path(group["summary"]).read_text())
+    assert summary["complete"] is True and [r["seed"] for r in summary["runs"]] == [5, 6]
+    assert summary["metrics"]["steps"] == {"mean": 8, "std": 0.0, "min": 8, "max": 8, "n": 2}
+
+
+def test_misused_train_options_exit_2(project):
+    both = thresher("train", "--config", project.config, "--seeds", "1,2", "--resume", project.root)
+    assert both.exit_code == 2 and "resume one run of a seed group" in both.stderr
+    assert thresher("train").exit_code == 2
+    misplaced = thresher("train", "--json", "plan", "--config", project.config)
+    assert misplaced.exit_code == 2 and "put --json after `plan`" in misplaced.stderr
+    negative = thresher("train", "--config", project.config, "--seeds", "-1,2")
+    assert negative.exit_code == 2 and "each 0 or more" in negative.stderr
