@@ -231,6 +231,7 @@ def write_failed_run_report(
         "data_quality": None,
         "gates": gates,
         "lineage": {"run_id": run_dir.name, "code_version": _code_version(), "training_runs": []},
+        "seed_groups": [],
         "diff": None,
         "data_docs": None,
     }

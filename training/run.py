@@ -32,14 +32,8 @@ from training import checkpoint, distributed, manifest, plots, seeds
 from training.data import TrainingData, check_features, open_training_version
 from training.loop import Batcher, Trainer, check_resumable
 from training.models import build_model
-from training.plan import (
-    check_budget,
-    make_plan,
-    measure,
-    memory_kind,
-    peak_memory,
-    reset_peak_memory,
-)
+from training.plan import check_budget, make_plan
+from training.probe import measure, memory_kind, peak_memory, reset_peak_memory
 from training.tokenization import TokenizerRecord, load_bpe, load_minilm, train_bpe
 
 MODEL_FILE = "model.pt"

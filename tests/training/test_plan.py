@@ -13,8 +13,9 @@ from trainkit import run_manifest, same_weights, tiny, weights
 from data_catalog import training_runs
 from training.loop import TrainingError
 from training.models import CausalLM
-from training.plan import OverBudget, duration, evaluation_steps, mebibytes
+from training.plan import OverBudget, evaluation_steps
 from training.run import MODEL_FILE, plan, train
+from training.units import duration, mebibytes
 
 
 def test_the_plan_names_data_steps_batch_parameters_and_measures_a_few_steps(project):
