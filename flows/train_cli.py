@@ -183,7 +183,7 @@ def _took(record: dict[str, Any]) -> dict[str, Any] | None:
         return None
     projected = (record.get("plan") or {}).get("projected") or {}
     return {
-        "fit_seconds": measured["fit_seconds"],
+        "wall_seconds": measured["wall_seconds"],
         "projected_seconds": projected.get("wall_seconds"),
         "seconds_per_step": measured["seconds_per_step"],
         "peak_memory_bytes": measured["peak_memory_bytes"],
@@ -207,7 +207,7 @@ def print_summary(summary: dict[str, Any], out: Console) -> None:
 
         planned = took["projected_seconds"]
         out.print(
-            f"took: {duration(took['fit_seconds'])}"
+            f"took: {duration(took['wall_seconds'])}"
             + (f" (planned {duration(planned)})" if planned is not None else "")
             + (
                 f", {took['seconds_per_step'] * 1000:,.0f} ms per step"

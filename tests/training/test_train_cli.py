@@ -32,7 +32,7 @@ def test_thresher_train_json_prints_one_summary(project):
     assert manifest["metrics"]["test"]["loss"] == summary["test"]["loss"]
     assert "trained causal_lm" in result.stderr and "test: loss" in result.stderr
     took = summary["took"]
-    assert took["fit_seconds"] > 0 and took["projected_seconds"] > 0
+    assert took["wall_seconds"] > 0 and took["projected_seconds"] > 0
     assert took["seconds_per_step"] == manifest["metrics"]["measured"]["seconds_per_step"]
     assert "took: " in result.stderr and "(planned " in result.stderr
     (row,) = training_runs.runs(project.catalog)
