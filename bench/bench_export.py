@@ -6,7 +6,7 @@ peak RSS is per side), timed from the first read to the last write, after import
 
 - Thresher: `training.export.export_version(..., "tokens")` as `thresher export` runs it:
   the version opened through the catalog (every shard re-hashed), each shard's bytes hashed
-  again as read, `Tokenizer.encode_batch` in batches of 1,000, one .bin/.idx.npy/.records
+  again as read, `Tokenizer.encode_batch` in batches of 1,000, one .bin/.idx (Megatron)/.records
   file per published shard, every output file hashed into export_manifest.json.
 - nanoGPT (`data/openwebtext/prepare.py`, its approach with this tokenizer): the split's
   shards loaded with `datasets.load_dataset("parquet", ...)` (Arrow cache written), then

@@ -20,9 +20,14 @@ source shards (path, split, rows, sha256), per-split counts, the time and the co
   by one separator token (`tokenizer.separator` / `separator_id`: `[SEP]` for MiniLM's
   WordPiece, `</s>` for Thresher's byte-level BPE); an empty text is the separator alone.
   Documents follow the published shard's row order.
-- `tokens/<split>/part-NNNNN.idx.npy`: int64 offsets (`np.load`), n_docs + 1 of them, from 0
-  to the shard's token count: document i is `tokens[offsets[i]:offsets[i + 1]]`, separator
-  included.
+- `tokens/<split>/part-NNNNN.idx`: the document boundaries in Megatron-LM's `MMIDIDX` index
+  layout, so `megatron.core.datasets.indexed_dataset.IndexedDataset("…/part-NNNNN")` reads
+  the pair as it is (one sequence per document): the 9 bytes `MMIDIDX\x00\x00`, version 1
+  (`<Q`), the dtype code (`<B`: 8 uint16, 4 int32, which uint32 ids below 2**31 are bit for
+  bit), the sequence count and the document count (`<Q` each, the latter n_docs + 1), each
+  document's length in tokens (int32), its byte offset in the .bin (int64), and the document
+  indices 0..n_docs (int64). `TokenShards.offsets` gives document i as
+  `tokens[offsets[i]:offsets[i + 1]]`, separator included.
 - `tokens/<split>/part-NNNNN.records.parquet`: column `record_id`, one row per document in
   the same order: which published record each document came from.
 - `tokenizer/`: the tokenizer's files (`tokenizer.json` loads with
@@ -102,11 +107,44 @@ def verify_export(export_dir: str | Path, manifest: dict | None = None) -> dict:
     return manifest
 
 
+MEGATRON_HEADER = b"MMIDIDX\x00\x00"
+MEGATRON_DTYPES = {np.dtype("<u2"): 8, np.dtype("<u4"): 4}  # uint32 ids are read as int32
+
+
+def write_megatron_index(path: Path, lengths: np.ndarray, dtype: np.dtype) -> None:
+    """Megatron-LM's .idx for documents of `lengths` tokens packed in a .bin of `dtype`."""
+    import struct
+
+    lengths = np.asarray(lengths, dtype=np.int64)
+    count = len(lengths)
+    pointers = np.concatenate([[0], np.cumsum(lengths)[:-1]]) * dtype.itemsize if count else lengths
+    with open(path, "wb") as out:
+        out.write(MEGATRON_HEADER)
+        out.write(struct.pack("<QBQQ", 1, MEGATRON_DTYPES[dtype], count, count + 1))
+        out.write(lengths.astype("<i4").tobytes())
+        out.write(np.asarray(pointers, dtype="<i8").tobytes())
+        out.write(np.arange(count + 1, dtype="<i8").tobytes())
+
+
+def read_megatron_index(path: Path) -> np.ndarray:
+    """The int64 document offsets (n_docs + 1, from 0) of a Megatron .idx written as above."""
+    import struct
+
+    data = path.read_bytes()
+    if data[:9] != MEGATRON_HEADER:
+        raise DataError(f"{path}: not a Megatron index (no MMIDIDX header); export again")
+    version, _, count, documents = struct.unpack_from("<QBQQ", data, 9)
+    if version != 1 or documents != count + 1:
+        raise DataError(f"{path}: a Megatron index this reader does not know; export again")
+    lengths = np.frombuffer(data, dtype="<i4", count=count, offset=34)
+    return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+
+
 @dataclass(frozen=True)
 class TokenShard:
     split: str
     tokens: Path  # tokens/<split>/part-NNNNN.bin
-    offsets: Path  # …idx.npy
+    index: Path  # …idx (Megatron's layout)
     records: Path  # …records.parquet
     documents: int
     token_count: int
@@ -129,7 +167,7 @@ class TokenShards:
                 TokenShard(
                     entry["split"],
                     self.path / entry["tokens"],
-                    self.path / entry["offsets"],
+                    self.path / entry["index"],
                     self.path / entry["records"],
                     entry["documents"],
                     entry["tokens_count"],
@@ -175,7 +213,7 @@ class TokenShards:
         self._check()
         parts, base = [np.zeros(1, np.int64)], 0
         for shard in self.shards(split):
-            offsets = np.load(shard.offsets)
+            offsets = read_megatron_index(shard.index)
             parts.append(offsets[1:] + base)
             base += int(offsets[-1])
         return np.concatenate(parts)
@@ -195,7 +233,7 @@ class TokenShards:
 
         self._check()
         for shard, tokens in zip(self.shards(split), self.token_shards(split), strict=True):
-            offsets = np.load(shard.offsets)
+            offsets = read_megatron_index(shard.index)
             ids = pq.read_table(shard.records, columns=["record_id"])["record_id"].to_pylist()
             for i, record_id in enumerate(ids):
                 yield record_id, tokens[offsets[i] : offsets[i + 1]]

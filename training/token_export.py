@@ -4,8 +4,9 @@ README), whose `TokenShards` reads it.
 
 Each document is its text encoded without special tokens and untruncated, followed by one
 separator token; documents are packed in shard row order into one little-endian array
-(uint16 for a vocabulary of at most 65,536 ids, else uint32), with int64 document offsets
-and the record id of each document beside it. Tokenization runs in batches, shard by
+(uint16 for a vocabulary of at most 65,536 ids, else uint32), with Megatron's index of
+document boundaries (`training.readers.write_megatron_index`) and the record id of each
+document beside it. Tokenization runs in batches, shard by
 shard, so memory is bounded by one shard.
 """
 
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.config.train import TokenizerConfig
 from pipeline.core import progress as shown
 from pipeline.core.errors import DataError
+from training.readers import write_megatron_index
 
 if TYPE_CHECKING:
     import numpy as np
@@ -134,7 +136,7 @@ def write_token_shards(
                 lengths.append(sizes)
         sizes = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
         offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes, dtype=np.int64)])
-        np.save(target.with_name(target.name + ".idx.npy"), offsets)
+        write_megatron_index(target.with_name(target.name + ".idx"), sizes, dtype)
         pq.write_table(
             pa.table({"record_id": table["record_id"].cast(pa.string())}),
             target.with_name(target.name + ".records.parquet"),
@@ -149,7 +151,7 @@ def write_token_shards(
                 "split": shard["split"],
                 "source": shard["path"],
                 "tokens": f"{base.as_posix()}.bin",
-                "offsets": f"{base.as_posix()}.idx.npy",
+                "index": f"{base.as_posix()}.idx",
                 "records": f"{base.as_posix()}.records.parquet",
                 "documents": table.num_rows,
                 "tokens_count": int(offsets[-1]),

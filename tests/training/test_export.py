@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -108,6 +109,17 @@ def test_minilm_token_shards_are_the_texts_tokenized_directly(project, minilm_to
         ]
         raw = (minilm_tokens / "tokens" / split / "part-00000.bin").read_bytes()
         assert len(raw) == 2 * len(tokens) and np.frombuffer(raw, "<u2").tolist() == tokens.tolist()
+        # the index, byte by byte as Megatron-LM's _IndexReader reads it
+        index = (minilm_tokens / "tokens" / split / "part-00000.idx").read_bytes()
+        assert index[:9] == b"MMIDIDX\x00\x00"
+        assert struct.unpack_from("<QBQQ", index, 9) == (1, 8, len(rows), len(rows) + 1)
+        lengths = np.frombuffer(index, "<i4", len(rows), 34)
+        pointers = np.frombuffer(index, "<i8", len(rows), 34 + 4 * len(rows))
+        documents = np.frombuffer(index, "<i8", len(rows) + 1, 34 + 12 * len(rows))
+        assert lengths.tolist() == [len(ids) + 1 for ids in expected]
+        assert pointers.tolist() == (2 * offsets[:-1]).tolist()  # bytes into the .bin
+        assert documents.tolist() == list(range(len(rows) + 1))
+        assert len(index) == 34 + 12 * len(rows) + 8 * (len(rows) + 1)
         assert manifest["splits"][split] == {
             "records": len(rows),
             "shards": 1,
