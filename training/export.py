@@ -121,7 +121,7 @@ def export_version(
     partial = out.parent / f".{out.name}.partial-{os.getpid()}-{secrets.token_hex(3)}"
     partial.mkdir()
     try:
-        cfg = tokenizer_config or TokenizerConfig()
+        cfg = tokenizer_config or _config_tokenizer(version)
         encoder, described = choose_tokenizer(
             tokenizer or cfg.kind, cfg, _train_texts(version), partial / "tokenizer"
         )
@@ -189,6 +189,13 @@ def _verified_table(
     import pyarrow.parquet as pq
 
     return pq.read_table(pa.BufferReader(_verified_bytes(version, shard)), columns=columns)
+
+
+def _config_tokenizer(version: PublishedVersion) -> TokenizerConfig:
+    """The train tokenizer of the config the version was published with (MiniLM's WordPiece
+    when it had no train section)."""
+    train = version.manifest.get("config", {}).get("train") or {}
+    return TokenizerConfig(**train.get("tokenizer", {}))
 
 
 def _train_texts(version: PublishedVersion) -> Iterable[str] | None:

@@ -69,26 +69,33 @@ def verify_shards_once(folder: Path, shards: Sequence[dict[str, Any]]) -> None:
 
 
 def share(
-    n_shards: int, rank: int, world_size: int, worker: int = 0, workers: int = 1
-) -> tuple[list[int], int, int]:
-    """Consumer (rank, worker)'s share of a split's shards: (the shards it reads, in order;
-    offset, stride): it keeps rows offset, offset + stride, … of their concatenated stream.
+    rows: Sequence[int], rank: int, world_size: int, worker: int = 0, workers: int = 1
+) -> tuple[list[int], int, int, int]:
+    """Consumer (rank, worker)'s share of a split whose shards hold `rows` rows: (the shards
+    it reads, in order; offset, stride, end): it keeps rows offset, offset + stride, … below
+    `end` of their concatenated stream.
 
-    Ranks first: rank r reads shards r, r + world_size, … when the shard count is a multiple
-    of world_size, else every shard, keeping rows r, r + world_size, … (as Hugging Face's
-    split_dataset_by_node does). Then the rank's DataLoader workers divide its share the same
-    way. The shares are disjoint and cover the split; a rank's share does not depend on its
+    Ranks first: rank r reads shards r, r + world_size, … when that gives every rank the same
+    number of rows, else every shard, keeping rows r, r + world_size, … of the first
+    `total - total % world_size` (as torch's DistributedSampler with drop_last: at most
+    world_size − 1 rows left out). Either way every rank yields as many rows, so data
+    parallel ranks step together. Then the rank's DataLoader workers divide its share the
+    same way, leaving nothing out. Shares are disjoint; a rank's does not depend on its
     number of workers."""
-    shards = list(range(n_shards))
-    if n_shards % world_size == 0:
-        shards, offset, stride = shards[rank::world_size], 0, 1
+    shards = list(range(len(rows)))
+    whole = [shards[r::world_size] for r in range(world_size)]
+    if len({sum(rows[i] for i in part) for part in whole}) == 1:
+        shards, offset, stride = whole[rank], 0, 1
+        end = sum(rows[i] for i in shards)
     else:
-        offset, stride = rank, world_size
+        total = sum(rows)
+        offset, stride, end = rank, world_size, total - total % world_size
     if stride == 1 and len(shards) % workers == 0:
         shards = shards[worker::workers]
+        end = sum(rows[i] for i in shards)
     else:
         offset, stride = offset + worker * stride, stride * workers
-    return shards, offset, stride
+    return shards, offset, stride, end
 
 
 class VerifiedParquetDataset(IterableDataset):
@@ -143,23 +150,29 @@ class VerifiedParquetDataset(IterableDataset):
         verify_shards_once(self.path, self.shards)
 
     def __len__(self) -> int:
-        """Rows this rank yields, all its DataLoader workers together."""
-        shards, offset, stride = share(len(self.shards), self.rank, self.world_size)
-        return len(range(offset, sum(self.shards[i]["rows"] for i in shards), stride))
+        """Rows this rank yields, all its DataLoader workers together: the same on every rank."""
+        _, offset, stride, end = share(self._rows, self.rank, self.world_size)
+        return len(range(offset, end, stride))
+
+    @property
+    def _rows(self) -> list[int]:
+        return [shard["rows"] for shard in self.shards]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         self.verify()
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
-        mine, offset, stride = share(len(self.shards), self.rank, self.world_size, worker, workers)
+        mine, offset, stride, end = share(self._rows, self.rank, self.world_size, worker, workers)
         position = 0  # of the first row of the next batch, in the stream of `mine`
         for index in mine:
             parquet = pq.ParquetFile(self.path / self.shards[index]["path"])
             for batch in parquet.iter_batches(self.batch_rows, columns=self.columns):
-                rows = batch.to_pylist()
+                rows = batch.to_pylist()[: max(0, end - position)]
                 first = max(offset - position, (offset - position) % stride)
-                position += len(rows)
+                position += batch.num_rows
                 yield from rows[first::stride]
+                if position >= end:
+                    return
 
 
 def _check_hash(folder: Path, manifest: dict, dataset_hash: str) -> None:

@@ -244,8 +244,6 @@ def _train(
             finished_at=manifest.now(),
         )
         path = manifest.write(run_dir, record)
-        if seed_group:
-            seeds.record_run(seed_group, path)
         training_runs.finish(
             catalog,
             run_id,
@@ -254,6 +252,8 @@ def _train(
             best_step=progress.best_step,
             test_metrics=_scalars(test),
         )
+        if seed_group:
+            seeds.record_run(seed_group, path)
     record = world.broadcast(record)
     return TrainResult(run_id, run_dir, record)
 

@@ -60,16 +60,19 @@ def train_seeds(
     summary = workdir / "training" / group_id / SUMMARY_FILE
     group = {"id": group_id, "seeds": seeds, "summary": str(summary)}
     results: list[TrainResult] = []
+    first = except_seed(_train_section(config_path))
     for seed in seeds:
-        results.append(train(config_path, dataset_hash, seed=seed, seed_group=group))
-        hashes = {except_seed(result.manifest["config"]) for result in results}
-        if len(hashes) > 1:
+        if except_seed(_train_section(config_path)) != first:
             raise ConfigError(
-                f"{config_path} changed while seed group {group_id} was training (run "
-                f"{results[-1].run_id} has another train config): the group's runs must differ "
-                "in the seed alone; start the group again"
+                f"{config_path} changed while seed group {group_id} was training: its runs "
+                "must differ in the seed alone; start the group again"
             )
+        results.append(train(config_path, dataset_hash, seed=seed, seed_group=group))
     return results, summary
+
+
+def _train_section(config_path: str | Path) -> dict[str, Any]:
+    return (load_run_config(config_path).train or TrainConfig()).model_dump(mode="json")
 
 
 def except_seed(config: dict[str, Any]) -> str:
@@ -78,15 +81,23 @@ def except_seed(config: dict[str, Any]) -> str:
 
 
 def record_run(group: dict[str, Any], manifest_path: Path) -> Path:
-    """Add a completed run to its group's summary and rewrite it from every run's manifest."""
+    """Add a completed run to its group's summary and rewrite it from every run's manifest
+    (a manifest moved away since is left out). A run of another config is refused."""
     path = Path(group["summary"])
-    listed = json.loads(path.read_text())["runs"] if path.exists() else []
-    paths = [Path(run["manifest"]) for run in listed]
-    if manifest_path not in paths:
-        paths.append(manifest_path)
-    records = [json.loads(p.read_text()) for p in paths]
+    earlier = json.loads(path.read_text()) if path.exists() else {"runs": []}
+    runs = []
+    for listed in [*(Path(run["manifest"]) for run in earlier["runs"]), manifest_path]:
+        if listed not in (p for p, _ in runs) and listed.exists():
+            runs.append((listed, json.loads(listed.read_text())))
+    expected = earlier.get("config_hash_except_seed")
+    added = except_seed(runs[-1][1]["config"])
+    if expected and added != expected:
+        raise ConfigError(
+            f"run {runs[-1][1]['run_id']} trained another config than seed group {group['id']} "
+            "(its runs must differ in the seed alone); it was not added to the group's summary"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_summary(path, group, list(zip(paths, records, strict=True)))
+    return write_summary(path, group, runs)
 
 
 def metric_values(record: dict[str, Any]) -> dict[str, float]:

@@ -92,12 +92,17 @@ def choose_tokenizer(
             )
     tokenizer.no_padding()
     tokenizer.no_truncation()
+    # a special token written in a text ("[SEP]", "</s>") is encoded as the text it is: only
+    # the export puts separators, so document boundaries cannot be forged by the data
+    tokenizer.encode_special_tokens = True
     described |= {
-        "vocab_size": tokenizer.get_vocab_size(with_added_tokens=True),
+        # ids run to the largest one (a vocabulary may have gaps): what an embedding needs
+        "vocab_size": max(tokenizer.get_vocab(with_added_tokens=True).values()) + 1,
         "separator": separator,
         "separator_id": tokenizer.token_to_id(separator),
         "files": "tokenizer/",
         "add_special_tokens": False,
+        "special_tokens_in_text": "encoded as text (tokenizers' encode_special_tokens)",
     }
     return tokenizer, described
 

@@ -79,6 +79,7 @@ def test_the_version_has_every_split(project):
 
 def test_minilm_token_shards_are_the_texts_tokenized_directly(project, minilm_tokens):
     tokenizer, digest = minilm_word_pieces()
+    tokenizer.encode_special_tokens = True
     separator = tokenizer.token_to_id("[SEP]")
     shards = TokenShards(minilm_tokens)
     manifest = shards.manifest
@@ -92,6 +93,7 @@ def test_minilm_token_shards_are_the_texts_tokenized_directly(project, minilm_to
         "separator_id": separator,
         "files": "tokenizer/",
         "add_special_tokens": False,
+        "special_tokens_in_text": "encoded as text (tokenizers' encode_special_tokens)",
         "dtype": "uint16",
     }
     assert shards.dtype == np.dtype("<u2") and separator == 102
@@ -191,6 +193,7 @@ def test_cli_exports_the_configs_bpe_deterministically(project):
     assert described["digest"] == files_digest(out / "tokenizer", ["tokenizer.json"])
     assert described["digest"] == again.manifest["tokenizer"]["digest"]  # trained twice, same
     tokenizer = Tokenizer.from_file(str(out / "tokenizer" / "tokenizer.json"))
+    tokenizer.encode_special_tokens = True
     assert described["vocab_size"] == tokenizer.get_vocab_size() <= 300
     assert described["dtype"] == "uint16"
     separator = tokenizer.token_to_id("</s>")
@@ -272,11 +275,27 @@ def test_shards_are_divided_among_ranks_and_workers(project, tmp_path):
     manifest["shards"] = shards
     (folder / "manifest.json").write_text(json.dumps(manifest))
     ids = [r["record_id"] for r in published(project, "train")]
-    assert share(2, 1, 2) == ([1], 0, 1) and share(2, 0, 1, 1, 2) == ([1], 0, 1)
-    assert share(3, 1, 2, 1, 2) == ([0, 1, 2], 3, 4)
+    assert share([5, 5], 1, 2) == ([1], 0, 1, 5) and share([5, 5], 0, 1, 1, 2) == ([1], 0, 1, 5)
+    assert share([5, 4, 3], 1, 2, 1, 2) == ([0, 1, 2], 3, 4, 12)
+    assert share([5, 4, 3], 1, 3) == ([0, 1, 2], 1, 3, 12)  # 5, 4, 3 rows: rows are strided
+    # shards of 100 and 72 rows: whole shards would give ranks 100 and 72 rows, so ranks take
+    # every other row, equally many
     ranks = [VerifiedParquetDataset(folder, "train", ["record_id"], rank=r, world_size=2) for r in (0, 1)]  # fmt: skip
-    assert [[row["record_id"] for row in d] for d in ranks] == [ids[:100], ids[100:]]
-    assert [len(d) for d in ranks] == [100, 72]
+    assert [[row["record_id"] for row in d] for d in ranks] == [ids[0::2], ids[1::2]]
+    assert [len(d) for d in ranks] == [86, 86]
+    three = [VerifiedParquetDataset(folder, "train", ["record_id"], rank=r, world_size=3) for r in range(3)]  # fmt: skip
+    assert [len(d) for d in three] == [57, 57, 57]  # 172 = 3 × 57 + 1: one row left out
+    assert [[row["record_id"] for row in d] for d in three] == [ids[:171][r::3] for r in range(3)]
+    equal = tmp_path / "equal"
+    shutil.copytree(folder, equal)
+    table = pq.read_table(equal / "data/train/part-00001.parquet").slice(0, 72)
+    for number in (0, 1):  # two shards of 72 rows: each rank reads one whole shard
+        path = equal / f"data/train/part-{number:05d}.parquet"
+        pq.write_table(table, path)
+        manifest["shards"][number] |= {"rows": 72, "sha256": file_sha256(path)}
+    (equal / "manifest.json").write_text(json.dumps(manifest))
+    whole = [VerifiedParquetDataset(equal, "train", ["record_id"], rank=r, world_size=2) for r in (0, 1)]  # fmt: skip
+    assert [[row["record_id"] for row in d] for d in whole] == [ids[100:172]] * 2
     dataset = pickle.loads(pickle.dumps(VerifiedParquetDataset(folder, "train", ["record_id"])))
     assert type(dataset) is VerifiedParquetDataset  # workers started by spawn unpickle it
     loader = DataLoader(dataset, batch_size=None, num_workers=2)
@@ -349,3 +368,25 @@ def test_a_tokenizer_folder_is_used_as_given(project, minilm_tokens):
     assert described["digest"] == files_digest(minilm_tokens / "tokenizer", ["tokenizer.json"])
     assert given.tokens("test").tolist() == minilm.tokens("test").tolist()
     assert given.record_ids("test") == minilm.record_ids("test")
+
+
+def test_a_separator_written_in_a_text_is_text_not_a_boundary(tmp_path):
+    tokenizer, described = token_export.choose_tokenizer(
+        "minilm", token_export.TokenizerConfig(), None, tmp_path / "tokenizer"
+    )
+    ids = tokenizer.encode("call me [SEP] now", add_special_tokens=False).ids
+    assert described["separator_id"] == 102 and 102 not in ids
+    packed, sizes = token_export.pack(
+        [tokenizer.encode("a [SEP] b", add_special_tokens=False)], 102, np.dtype("<u2")
+    )
+    assert packed.tolist().count(102) == 1 and packed[-1] == 102 and sizes.tolist() == [len(packed)]
+
+
+def test_without_a_config_the_versions_own_train_tokenizer_is_the_default():
+    from types import SimpleNamespace
+
+    published_with = {"config": {"train": {"tokenizer": {"kind": "bpe", "vocab_size": 300}}}}
+    chosen = exporting._config_tokenizer(SimpleNamespace(manifest=published_with))
+    assert (chosen.kind, chosen.vocab_size) == ("bpe", 300)
+    without_train = SimpleNamespace(manifest={"config": {"train": None}})
+    assert exporting._config_tokenizer(without_train).kind == "minilm"

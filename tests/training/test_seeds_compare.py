@@ -170,7 +170,10 @@ def test_a_stopped_run_of_a_group_resumes_under_its_seed_and_completes_the_summa
     monkeypatch.setattr(Trainer, "save_checkpoint", crash_in_the_second_run)
     stopped = thresher("train", "--config", config, "--seeds", "5,6")
     assert stopped.exit_code == 2 and "power cut" in stopped.stderr
-    runs = sorted((project.workdir / "training").glob("train-*"))
+    runs = sorted(
+        (project.workdir / "training").glob("train-*"),
+        key=lambda run: run_manifest(run)["config"]["seed"],
+    )
     records = [run_manifest(run) for run in runs]
     assert [(r["config"]["seed"], r["status"]) for r in records] == [
         (5, "completed"),
@@ -197,3 +200,14 @@ def test_misused_train_options_exit_2(project):
     assert misplaced.exit_code == 2 and "put --json after `plan`" in misplaced.stderr
     negative = thresher("train", "--config", project.config, "--seeds", "-1,2")
     assert negative.exit_code == 2 and "each 0 or more" in negative.stderr
+
+
+def test_a_run_of_another_config_is_not_added_to_a_group(seed_runs):
+    from training.seeds import record_run
+
+    project, lines, bf16, _ = seed_runs
+    group = run_manifest(project.workdir / "training" / lines[0]["run_id"])["seed_group"]
+    before = Path(group["summary"]).read_text()
+    with pytest.raises(ConfigError, match="trained another config than seed group"):
+        record_run(group, bf16.manifest_path)  # bf16: not the group's precision
+    assert Path(group["summary"]).read_text() == before
