@@ -1,4 +1,5 @@
-"""`thresher train`: one training run in this process (`torchrun -m training` for several)."""
+"""`thresher train`: a run in this process (`torchrun -m training` for several processes), a
+seed group, the plan before a run (`train plan`), two runs compared (`train compare`)."""
 
 from __future__ import annotations
 
