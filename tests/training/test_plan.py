@@ -19,7 +19,9 @@ from training.units import duration, mebibytes
 
 
 def test_the_plan_names_data_steps_batch_parameters_and_measures_a_few_steps(project):
-    config = project.write_config(tiny(grad_accumulation=2, warmup_steps=3), "plan.yaml")
+    config = project.write_config(
+        tiny(grad_accumulation=2, warmup_steps=3, probe_steps=3), "plan.yaml"
+    )
     found = plan(config)
     assert found["dataset"] == {"name": "sms", "hash": project.dataset_hash}
     assert found["objective"] == "causal_lm: predict each next token of the text"
@@ -99,7 +101,7 @@ def test_a_run_over_budget_is_refused_before_it_starts(project):
     assert refused.exit_code == 2
     assert "so it was not started: train.budget.max_steps 15" in refused.stderr.replace("\n", " ")
     tight = project.write_config(
-        tiny(budget={"max_wall_time": "0.001s", "max_memory": "1MB"}), "tight.yaml"
+        tiny(probe_steps=3, budget={"max_wall_time": "0.001s", "max_memory": "1MB"}), "tight.yaml"
     )
     found = plan(tight)
     wall, memory = found["over_budget"]
@@ -165,7 +167,7 @@ def test_non_finite_steps_while_measuring_are_left_to_the_run(project, monkeypat
         return loss * math.nan, count, logits
 
     monkeypatch.setattr(training.loop, "loss_sum", nan_loss)
-    config = project.write_config(tiny(max_nonfinite_steps=2), "nan.yaml")
+    config = project.write_config(tiny(max_nonfinite_steps=2, probe_steps=3), "nan.yaml")
     with pytest.raises(TrainingError, match="2 steps had a non-finite loss"):
         train(config)  # the 4 measured steps were all non-finite: the run started anyway
     (row,) = training_runs.runs(project.catalog)

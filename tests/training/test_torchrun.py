@@ -47,7 +47,14 @@ def test_two_processes_train_one_model(tmp_path, sms_spam):
         tmp_path,
         sms_spam,
         200,
-        tiny(batch_size=4, grad_accumulation=2, max_steps=12, eval_every=6, checkpoint_every=4),
+        tiny(
+            batch_size=4,
+            grad_accumulation=2,
+            max_steps=12,
+            eval_every=6,
+            checkpoint_every=4,
+            probe_steps=3,
+        ),  # fmt: skip
     )
     done = torchrun(project.config)
     manifest_path = Path(done.stdout.strip().splitlines()[-1])  # rank 0 prints it, alone

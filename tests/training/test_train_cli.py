@@ -15,7 +15,8 @@ from training.loop import Trainer, TrainingError
 
 
 def test_thresher_train_json_prints_one_summary(project):
-    result = thresher("train", "--config", project.config, "--json")
+    measured = project.write_config(tiny(probe_steps=3), "measured.yaml")
+    result = thresher("train", "--config", measured, "--json")
     assert result.exit_code == 0, result.stderr
     (line,) = result.stdout.splitlines()
     summary = json.loads(line)
