@@ -144,7 +144,7 @@ def test_a_frozen_base_trains_the_head_only(tmp_path, sms_spam):
         tmp_path,
         sms_spam,
         60,
-        {"freeze_base": True, "max_steps": 2, "batch_size": 4, "threads": 1, "probe_steps": 1},
+        {"freeze_base": True, "max_steps": 2, "batch_size": 4, "threads": 1, "probe_steps": 0},
     )
     found = plan(project.config)
     parameters = found["parameters"]
