@@ -73,7 +73,8 @@ def print_plan(plan: dict[str, Any], out: Console) -> None:
             (
                 "projected",
                 f"{duration(projected['wall_seconds'])} ({duration(projected['training_seconds'])} "
-                f"training, {duration(projected['evaluation_seconds'])} evaluation)"
+                f"training, {duration(projected['evaluation_seconds'])} evaluation, "
+                f"{duration(projected['saving_seconds'])} saving)"
                 + (f"; cost {projected['cost']:.2f}" if projected["cost"] is not None else ""),
             )
         )
