@@ -6,7 +6,6 @@ the first row (once per process), and a withdrawn version is refused.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,57 +14,36 @@ import pyarrow.parquet as pq
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pipeline.core.errors import DataError
-from pipeline.publish.reader import WITHDRAWN_MARKER
+from pipeline.publish.reader import read_version, verify_shards
 from pipeline.publish.version import MANIFEST as VERSION_MANIFEST
 from pipeline.publish.version import dataset_hash as content_hash
-from training.readers import sha256_of
 
 _VERIFIED: set[tuple[str, str, int, int]] = set()  # (shard, sha256, size, mtime) this process
 
 
-def _read_version_manifest(folder: Path) -> dict:
-    path = folder / VERSION_MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(
-            f"{folder}: no {VERSION_MANIFEST}; give a published version folder or a "
-            "`thresher export --format parquet` folder"
-        ) from None
-    except ValueError as error:
-        raise DataError(f"{path}: unreadable ({error}); restore it from a copy") from None
-    withdrawn = folder / WITHDRAWN_MARKER
-    if withdrawn.exists():
-        reason = json.loads(withdrawn.read_text()).get("reason")
-        raise DataError(
-            f"version {manifest['dataset_hash'][:12]} at {folder} was withdrawn ({reason}); "
-            "do not train on it"
-        )
-    return manifest
-
-
 def verify_shards_once(folder: Path, shards: Sequence[dict[str, Any]]) -> None:
-    """Re-hash each shard unless this process already did at its current size and mtime."""
-    problems = []
+    """Re-hash each shard (`verify_shards`) unless this process already did at its current
+    size and modification time."""
+    keys = {}
     for shard in shards:
         file = folder / shard["path"]
-        try:
+        if file.exists():
             stat = file.stat()
-        except FileNotFoundError:
-            problems.append(f"{file}: missing")
-            continue
-        key = (str(file.resolve()), shard["sha256"], stat.st_size, stat.st_mtime_ns)
-        if key in _VERIFIED:
-            continue
-        if sha256_of(file) != shard["sha256"]:
-            problems.append(f"{file}: sha256 mismatch")
-        else:
-            _VERIFIED.add(key)
+            keys[shard["path"]] = (
+                str(file.resolve()),
+                shard["sha256"],
+                stat.st_size,
+                stat.st_mtime_ns,
+            )
+    unverified = [s for s in shards if keys.get(s["path"]) not in _VERIFIED]
+    problems = verify_shards(folder, {"shards": unverified})
     if problems:
+        listed = "; ".join(f"{folder / p.path}: {p.problem}" for p in problems)
         raise DataError(
-            f"version at {folder} failed verification ({'; '.join(problems)}); do not train on "
-            "it — restore the shards or publish again"
+            f"version at {folder} failed verification ({listed}); do not train on it — restore "
+            "the shards or publish again"
         )
+    _VERIFIED.update(keys[s["path"]] for s in unverified)
 
 
 def share(
@@ -125,7 +103,7 @@ class VerifiedParquetDataset(IterableDataset):
             raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
         self.path, self.split = Path(path), split
         self.rank, self.world_size, self.batch_rows = rank, world_size, batch_rows
-        manifest = _read_version_manifest(self.path)
+        manifest = read_version(self.path, verify=False).manifest  # refuses a withdrawn one
         if split not in manifest["split_counts"]:
             raise DataError(
                 f"version at {self.path} has no {split!r} split "

@@ -9,11 +9,9 @@ idle meanwhile; on a GPU it is the peak allocated by torch, less the same.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import gc
 import math
-import resource
 import statistics
 import tempfile
 import time
@@ -25,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipeline.core.resources import peak_rss_mb, reset_peak_rss
 from training import checkpoint
 from training.data import batches, rank_share
 from training.loop import Trainer, loss_sum
@@ -33,22 +32,15 @@ from training.loop import Trainer, loss_sum
 def reset_peak_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-        return
-    with contextlib.suppress(OSError):  # not Linux: the peak since the process started
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak RSS
+    else:
+        reset_peak_rss()
 
 
 def peak_memory(device: torch.device) -> int:
     """Bytes: peak allocated on the GPU, or the process's peak resident memory."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return round(peak_rss_mb() * 2**20)
 
 
 def memory_kind(device: torch.device) -> str:
