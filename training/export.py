@@ -1,11 +1,12 @@
 """`thresher export`: a published version, verified, written for other trainers.
 
-The version is opened through the catalog (every shard re-hashed, a withdrawn version
-refused), and each shard's bytes are hashed again as they are read, so what is exported is
-what was verified. Formats (the exact layouts: training/readers.py and the README):
+The version is opened through the catalog (a withdrawn version refused), and each shard's
+bytes are hashed as they are read, once: what is exported is exactly what was verified, and
+no shard is read twice to check it. Formats (the exact layouts: training/readers.py and the
+README):
 
-- `parquet`: the version's manifest.json and shards copied as they are, re-hashed after
-  copying: a version folder that verifies on its own;
+- `parquet`: the version's manifest.json and its shards' verified bytes: a version folder
+  that verifies on its own;
 - `hf`: a Hugging Face `datasets.DatasetDict`, one Dataset per split, via `save_to_disk`;
 - `tokens`: packed token shards (nanoGPT's train.bin layout) with document offsets and
   record ids, one per published shard, tokenized shard by shard (training/token_export.py).
@@ -109,7 +110,8 @@ def export_version(
     record = resolve_version(catalog, ref, name)
     out = Path(out) if out else default_out(catalog.workdir, record.dataset_hash, fmt)
     _refuse_existing(out)
-    version = open_version(catalog.workdir, record.name, record.dataset_hash, verify=True)
+    # every shard exported is hashed as it is read (`_verified_bytes`), not once more here
+    version = open_version(catalog.workdir, record.name, record.dataset_hash, verify=False)
     wanted = _splits(version, splits, fmt)
     shards = [s for split in wanted for s in version.manifest["shards"] if s["split"] == split]
     manifest_bytes = (version.path / MANIFEST).read_bytes()
@@ -171,15 +173,21 @@ def _splits(version: PublishedVersion, asked: list[str] | None, fmt: str) -> lis
 
 
 def _verified_bytes(version: PublishedVersion, shard: dict[str, Any]) -> bytes:
-    """The shard's bytes, hashed again as read: the export uses exactly what was verified."""
+    """The shard's bytes, hashed as read against the manifest: the export uses exactly what
+    was verified."""
     location = version.path / shard["path"]
-    data = location.read_bytes()
-    if hashlib.sha256(data).hexdigest() != shard["sha256"]:
-        raise DataError(
-            f"{location} changed after version {version.dataset_hash[:12]} was verified "
-            "(sha256 mismatch); nothing was exported — restore the shard or publish again"
-        )
-    return data
+    try:
+        data = location.read_bytes()
+    except FileNotFoundError:
+        problem = "missing"
+    else:
+        if hashlib.sha256(data).hexdigest() == shard["sha256"]:
+            return data
+        problem = "sha256 mismatch"
+    raise DataError(
+        f"{location}: {problem} (version {version.dataset_hash[:12]}'s manifest lists it); "
+        "nothing was exported — restore the shard or publish again"
+    )
 
 
 def _verified_table(
@@ -218,14 +226,7 @@ def _write_parquet(
     for shard in shards:
         target = folder / shard["path"]
         target.parent.mkdir(parents=True, exist_ok=True)
-        with (version.path / shard["path"]).open("rb") as source, open(target, "wb") as copy:
-            shutil.copyfileobj(source, copy, 1 << 20)
-        if file_sha256(target) != shard["sha256"]:
-            raise DataError(
-                f"{version.path / shard['path']}: its copy does not match the manifest's sha256 "
-                "(it changed after verification, or the copy failed); nothing was exported — "
-                "run `thresher catalog verify` and export again"
-            )
+        target.write_bytes(_verified_bytes(version, shard))
         shown.advance("export", 1)
     return {"splits": _rows_by_split(version, shards)}
 
