@@ -43,14 +43,16 @@ def parameters(model: nn.Module, cfg: TrainConfig) -> dict[str, Any]:
     }
 
 
-def _interval(trainer: Trainer, every: int | str) -> int:
-    return trainer.steps_per_epoch if every == "epoch" else every
-
-
 def evaluation_steps(total_steps: int, steps_per_epoch: int, every: int | str) -> int:
-    """How many validations a run of `total_steps` makes at most (early stopping: fewer)."""
+    """How many validations a run of `total_steps` makes at most (early stopping: fewer):
+    every `every` steps (or epoch) and at the last step."""
     interval = steps_per_epoch if every == "epoch" else every
     return total_steps // interval + (total_steps % interval != 0)
+
+
+def checkpoints_between(total_steps: int, steps_per_epoch: int, every: int | str) -> int:
+    """Checkpoints a run writes: every `every` steps (or epoch), but not at the last step."""
+    return evaluation_steps(total_steps, steps_per_epoch, every) - 1
 
 
 def make_plan(
@@ -132,9 +134,13 @@ def make_plan(
             measured["seconds_per_evaluation_batch"] or 0.0
         )
         # checkpoints between steps; the best weights at most at every evaluation, and the model
-        saving = (trainer.total_steps - 1) // _interval(trainer, cfg.checkpoint_every) * measured[
-            "seconds_per_checkpoint"
-        ] + (evaluations + 1) * measured["seconds_per_model_save"]
+        checkpoints = checkpoints_between(
+            trainer.total_steps, trainer.steps_per_epoch, cfg.checkpoint_every
+        )
+        saving = (
+            checkpoints * measured["seconds_per_checkpoint"]
+            + (evaluations + 1) * measured["seconds_per_model_save"]
+        )
         wall = step_seconds + eval_seconds + saving
         plan["projected"] = {
             "wall_seconds": wall,

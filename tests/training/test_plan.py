@@ -13,7 +13,7 @@ from trainkit import run_manifest, same_weights, tiny, weights
 from data_catalog import training_runs
 from training.loop import TrainingError
 from training.models import CausalLM
-from training.plan import OverBudget, evaluation_steps
+from training.plan import OverBudget, checkpoints_between, evaluation_steps
 from training.run import MODEL_FILE, plan, train
 from training.units import duration, mebibytes
 
@@ -65,6 +65,8 @@ def test_evaluations_counted_as_the_loop_makes_them():
     assert evaluation_steps(21, 7, "epoch") == 3
     assert evaluation_steps(20, 7, 10) == 2
     assert evaluation_steps(25, 7, 10) == 3
+    assert checkpoints_between(20, 7, "epoch") == 2  # steps 7 and 14, not the last
+    assert checkpoints_between(20, 7, 10) == 1 and checkpoints_between(21, 7, 10) == 2
 
 
 def test_measuring_leaves_the_run_exactly_as_without_it(project):
