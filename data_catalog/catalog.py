@@ -546,8 +546,8 @@ def open_version(
 ) -> PublishedVersion:
     """Open a published version of dataset `name` by hash (or prefix) or `latest`.
 
-    Shards are re-hashed against the manifest first (`verify=False` skips that). A withdrawn
-    version is refused.
+    The manifest must hash to the catalog's dataset hash, and shards are re-hashed against
+    the manifest (`verify=False` skips only the shards). A withdrawn version is refused.
     """
     catalog = Catalog.open(workdir)
     version = catalog.version(ref, name)
@@ -557,7 +557,9 @@ def open_version(
             f"{version.withdrawn_at:%Y-%m-%d} ({version.status_reason}); use a published version "
             "(`thresher catalog list`)"
         )
-    return read_version(catalog.version_path(version), verify=verify)
+    return read_version(
+        catalog.version_path(version), verify=verify, expected_hash=version.dataset_hash
+    )
 
 
 def _write_pointer(pointer: Location, dataset_hash: str) -> None:

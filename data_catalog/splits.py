@@ -35,7 +35,9 @@ class TestLock:
 
 def test_record_ids(catalog: Catalog, version: VersionRecord) -> pl.DataFrame:
     """The record ids of a version's test split, read from its verified shards."""
-    published = read_version(catalog.version_path(version), verify=True)
+    published = read_version(
+        catalog.version_path(version), verify=True, expected_hash=version.dataset_hash
+    )
     if "test" not in published.split_names:
         return pl.DataFrame(schema={"record_id": pl.String})
     return published.split("test").select("record_id").collect()
@@ -87,7 +89,10 @@ def _check_keeps_lock(
     released = locked_ids(catalog, current).join(ids, on="record_id", how="anti")
     latest = catalog.latest(version.name)
     if released.height and latest is not None:
-        published = read_version(catalog.version_path(latest), verify=False).membership().collect()
+        published = read_version(
+            catalog.version_path(latest), verify=False, expected_hash=latest.dataset_hash
+        )
+        published = published.membership().collect()
         released = released.join(published, on="record_id", how="semi")
     if released.height:
         raise DataError(
@@ -166,7 +171,10 @@ def lock_status(catalog: Catalog, name: str) -> dict[str, Any]:
         status["since"] = None
         return status
     locked = locked_ids(catalog, lock_row)
-    splits = read_version(catalog.version_path(latest), verify=False).membership().collect()
+    splits = read_version(
+        catalog.version_path(latest), verify=False, expected_hash=latest.dataset_hash
+    )
+    splits = splits.membership().collect()
     where = locked.join(splits, on="record_id", how="left")
     test_now = splits.filter(pl.col("split") == "test")
     status["since"] = {

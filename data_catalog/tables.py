@@ -154,6 +154,18 @@ review_reveals = Table(
     Column("revealed_at", DateTime(timezone=True), nullable=False),
 )
 
+# Every `thresher export`: the sha256 of its export_manifest.json, which lists every file of
+# the export with its sha256. An export is trusted only as the catalog (or this digest) names it.
+exports = Table(
+    "exports",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("dataset_hash", String(64), ForeignKey("versions.dataset_hash"), nullable=False),
+    Column("format", String(20), nullable=False),
+    Column("path", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
 deletion_requests = Table(
     "deletion_requests",
     metadata,

@@ -691,9 +691,10 @@ def catalog_verify(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Re-hash every shard of a version against the catalog and its manifest; exit 1 naming
-    each shard (or manifest) that does not match."""
-    from pipeline.publish.reader import read_manifest, verify_shards
+    """Re-hash every shard of a version against the catalog and its manifest, and its dataset
+    hash from its manifest against the catalog's; exit 1 naming each shard (or manifest) that
+    does not match."""
+    from pipeline.publish.reader import read_manifest, recomputed_hash, verify_shards
 
     catalog, version = find_version(ref, workdir, config)
     if version.purged_at is not None:
@@ -702,13 +703,23 @@ def catalog_verify(
     cataloged = catalog.shards(version.dataset_hash)  # written last and never changed
     findings = [(p.path, p.problem) for p in verify_shards(path, {"shards": cataloged})]
     try:
-        listed = {shard["path"]: shard["sha256"] for shard in read_manifest(path)["shards"]}
+        manifest = read_manifest(path)
+        listed = {shard["path"]: shard["sha256"] for shard in manifest["shards"]}
         expected = {shard["path"]: shard["sha256"] for shard in cataloged}
         findings += [
             (shard, "manifest and catalog disagree")
             for shard in sorted(expected.keys() | listed.keys())
             if expected.get(shard) != listed.get(shard)
         ]
+        computed = recomputed_hash(manifest)
+        if computed != version.dataset_hash:
+            findings.append(
+                (
+                    "manifest.json",
+                    f"hashes to {computed[:16]}, the catalog's dataset hash is "
+                    f"{version.dataset_hash[:16]} (changed after publishing)",
+                )
+            )
     except ThresherError:
         findings.append(("manifest.json", "missing or unreadable"))
     for shard, problem in findings:

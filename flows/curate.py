@@ -113,7 +113,10 @@ class RunPlan:
         parent_splits = None
         if with_parent and self.parent_path is not None:
             # verified in plan_run
-            parent_splits = read_version(self.parent_path, verify=False).membership()
+            parent = read_version(
+                self.parent_path, verify=False, expected_hash=self.parent_version
+            )
+            parent_splits = parent.membership()
         return RunContext(
             run_id=self.run_id,
             run_dir=self.run_dir,
@@ -220,7 +223,9 @@ def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = Non
     (run_dir / OWNER_FILE).write_text(json.dumps(_owner()))
     parent = catalog.latest(cfg.name)
     if parent is not None:  # its splits decide ours: re-hash its shards once, trust nothing
-        read_version(catalog.version_path(parent), verify=True)
+        read_version(
+            catalog.version_path(parent), verify=True, expected_hash=parent.dataset_hash
+        )
     digest = config_hash(cfg)
     lock = splits.active_lock(catalog, cfg.name)
     (run_dir / "config.json").write_text(

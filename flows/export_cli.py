@@ -89,13 +89,13 @@ def export(
             )
     except ThresherError as error:
         fail(str(error))
-    summary = summarize(result.manifest, result.out)
+    summary = summarize(result.manifest, result.out, result.digest)
     if as_json:
         emit(summary)
     print_summary(summary, human(as_json))
 
 
-def summarize(manifest: dict[str, Any], out: Path) -> dict[str, Any]:
+def summarize(manifest: dict[str, Any], out: Path, digest: str) -> dict[str, Any]:
     return {
         "out": str(out),
         "format": manifest["format"],
@@ -106,6 +106,7 @@ def summarize(manifest: dict[str, Any], out: Path) -> dict[str, Any]:
         "files": len(manifest["files"]),
         "bytes": sum(entry["bytes"] for entry in manifest["files"]),
         "export_manifest": str(out / "export_manifest.json"),
+        "export_digest": digest,
     }
 
 
@@ -129,5 +130,10 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(
         f"  {summary['files']} files, {summary['bytes']:,} bytes; listed with their sha256 "
         f"in {summary['export_manifest']}",
+        highlight=False,
+    )
+    console.print(
+        f"  export digest {summary['export_digest']} (sha256 of the export manifest, recorded "
+        "in the catalog: readers take export_digest= or workdir=)",
         highlight=False,
     )

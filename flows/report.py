@@ -125,7 +125,12 @@ def refresh_report(config_path: str | Path, dataset_hash: str) -> str | None:
 def version_report(
     catalog: Catalog, version: VersionRecord, previous: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    published = read_version(catalog.version_path(version), verify=False, allow_withdrawn=True)
+    published = read_version(
+        catalog.version_path(version),
+        verify=False,
+        allow_withdrawn=True,
+        expected_hash=version.dataset_hash,
+    )
     manifest = published.manifest
     ledger = storage.scan_parquet([published.path / "ledger.parquet"])
     records = pl.concat(list(published.splits.values())) if published.splits else None
@@ -196,7 +201,10 @@ def diff_versions(catalog: Catalog, before: str, after: str) -> dict[str, Any]:
                 "unavailable": f"version {ref[:12]} was purged: its shards are gone",
             }
         path = catalog.version_path(version)
-        memberships.append(read_version(path, verify=False, allow_withdrawn=True).membership())
+        published = read_version(
+            path, verify=False, allow_withdrawn=True, expected_hash=version.dataset_hash
+        )
+        memberships.append(published.membership())
     diff = audit.version_diff(*memberships)
     return {"parent": catalog.version(before).dataset_hash, **diff}
 

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from data_catalog import exports
 from data_catalog.catalog import Catalog, open_version
 from pipeline.config.train import TokenizerConfig
 from pipeline.core import progress as shown
@@ -60,6 +61,7 @@ MDS_REFUSED = (
 class ExportResult:
     out: Path
     manifest: dict[str, Any]
+    digest: str  # sha256 of export_manifest.json: what readers check the export against
 
 
 def default_out(workdir: str | Path, dataset_hash: str, fmt: str) -> Path:
@@ -139,14 +141,18 @@ def export_version(
             written = write_token_shards(tables, wanted, partial, encoder, described)
         written["tokenizer"] = described
         manifest = _export_manifest(fmt, version, manifest_bytes, shards, wanted, written, partial)
-        (partial / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False))
+        manifest_text = json.dumps(manifest, indent=2, allow_nan=False).encode()
+        (partial / EXPORT_MANIFEST).write_bytes(manifest_text)
+        digest = hashlib.sha256(manifest_text).hexdigest()
         _refuse_existing(out)
+        # recorded before the folder is in place: an export a reader finds is always vouched for
+        exports.record(catalog, digest, record.dataset_hash, fmt, out.resolve())
         os.rename(partial, out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     shown.finish("export", str(out))
-    return ExportResult(out, manifest)
+    return ExportResult(out, manifest, digest)
 
 
 def _refuse_existing(out: Path) -> None:
@@ -181,13 +187,23 @@ def _verified_bytes(version: PublishedVersion, shard: dict[str, Any]) -> bytes:
     except FileNotFoundError:
         problem = "missing"
     else:
-        if hashlib.sha256(data).hexdigest() == shard["sha256"]:
+        if hashlib.sha256(data).hexdigest() != shard["sha256"]:
+            problem = "sha256 mismatch"
+        elif _row_count(data) != shard["rows"]:
+            problem = f"{_row_count(data)} rows where the manifest says {shard['rows']}"
+        else:
             return data
-        problem = "sha256 mismatch"
     raise DataError(
         f"{location}: {problem} (version {version.dataset_hash[:12]}'s manifest lists it); "
         "nothing was exported — restore the shard or publish again"
     )
+
+
+def _row_count(data: bytes) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(pa.BufferReader(data)).metadata.num_rows
 
 
 def _verified_table(

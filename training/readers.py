@@ -70,28 +70,65 @@ def sha256_of(path: Path) -> str:
 
 def read_export_manifest(export_dir: str | Path, expected_format: str | None = None) -> dict:
     """The export's manifest; with `expected_format`, refuse an export of another format."""
-    path = Path(export_dir) / EXPORT_MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataError(
-            f"{path.parent}: no {EXPORT_MANIFEST}; this is not a folder `thresher export` wrote"
-        ) from None
-    except ValueError as error:
-        raise DataError(f"{path}: unreadable ({error}); export the version again") from None
+    manifest, _ = _read_export_manifest(Path(export_dir))
     if expected_format and manifest.get("format") != expected_format:
         raise DataError(
-            f"{path.parent} is a {manifest.get('format')!r} export, not {expected_format!r}; "
+            f"{export_dir} is a {manifest.get('format')!r} export, not {expected_format!r}; "
             f"export the version with `thresher export REF --format {expected_format}`"
         )
     return manifest
 
 
-def verify_export(export_dir: str | Path, manifest: dict | None = None) -> dict:
-    """Re-hash every file the export manifest lists; refuse the export if one is missing or
-    differs. Returns the manifest."""
+def _read_export_manifest(folder: Path) -> tuple[dict, str]:
+    """The manifest and the sha256 of the bytes it was parsed from."""
+    path = folder / EXPORT_MANIFEST
+    try:
+        data = path.read_bytes()
+        return json.loads(data), hashlib.sha256(data).hexdigest()
+    except FileNotFoundError:
+        raise DataError(
+            f"{folder}: no {EXPORT_MANIFEST}; this is not a folder `thresher export` wrote"
+        ) from None
+    except ValueError as error:
+        raise DataError(f"{path}: unreadable ({error}); export the version again") from None
+
+
+def verify_export(
+    export_dir: str | Path,
+    manifest: dict | None = None,
+    *,
+    export_digest: str | None = None,
+    workdir: str | Path | None = None,
+) -> dict:
+    """Check the export against what vouches for it, then re-hash every file its manifest
+    lists; refuse it if one is missing or differs. Returns the manifest.
+
+    A manifest that lists its own files certifies nothing by itself (rewrite a file and its
+    line together and it still agrees), so one anchor is required: `export_digest`, the
+    sha256 of export_manifest.json that `thresher export` printed and recorded, or `workdir`,
+    the work folder whose catalog recorded the export (its version must still be published
+    with the source shards the export names)."""
     folder = Path(export_dir)
-    manifest = manifest or read_export_manifest(folder)
+    listed, digest = _read_export_manifest(folder)
+    if manifest is not None and listed != manifest:
+        raise DataError(f"{folder / EXPORT_MANIFEST} changed while it was read; read it again")
+    manifest = listed
+    if export_digest is None and workdir is None:
+        raise DataError(
+            f"export {folder}: give export_digest= (the sha256 `thresher export` printed) or "
+            "workdir= (the work folder whose catalog recorded it): the export's own manifest "
+            "cannot vouch for itself"
+        )
+    if export_digest is not None and digest != export_digest.lower():
+        raise DataError(
+            f"export {folder}: its manifest hashes to {digest[:16]}, not {export_digest[:16]} "
+            "as expected; it was changed after the export — do not train on it, export again"
+        )
+    if workdir is not None:
+        from data_catalog import exports
+        from data_catalog.catalog import Catalog
+
+        exports.check(Catalog.open(workdir), folder, digest, manifest)
     problems = []
     for entry in manifest["files"]:
         file = folder / entry["path"]
@@ -151,12 +188,21 @@ class TokenShard:
 
 
 class TokenShards:
-    """A `--format tokens` export, verified file by file before the first read."""
+    """A `--format tokens` export, verified before the first read: against its anchor
+    (`export_digest` or `workdir`, see `verify_export`), then file by file."""
 
-    def __init__(self, export_dir: str | Path, verify: bool = True):
+    def __init__(
+        self,
+        export_dir: str | Path,
+        verify: bool = True,
+        *,
+        export_digest: str | None = None,
+        workdir: str | Path | None = None,
+    ):
         self.path = Path(export_dir)
         self.manifest = read_export_manifest(self.path, "tokens")
         self._verified = not verify
+        self._anchor = {"export_digest": export_digest, "workdir": workdir}
         tokenizer = self.manifest["tokenizer"]
         self.dtype = np.dtype(tokenizer["dtype"]).newbyteorder("<")
         self.separator_id: int = tokenizer["separator_id"]
@@ -187,7 +233,7 @@ class TokenShards:
 
     def _check(self) -> None:
         if not self._verified:
-            verify_export(self.path, self.manifest)
+            verify_export(self.path, self.manifest, **self._anchor)
             self._verified = True
 
     def token_shards(self, split: str) -> list[np.ndarray]:
@@ -253,10 +299,16 @@ class TokenShards:
             carry = stream[count * block_size :]
 
 
-def load_hf_export(export_dir: str | Path):
-    """A `--format hf` export as a `datasets.DatasetDict`, after every file is re-hashed."""
+def load_hf_export(
+    export_dir: str | Path,
+    *,
+    export_digest: str | None = None,
+    workdir: str | Path | None = None,
+):
+    """A `--format hf` export as a `datasets.DatasetDict`, after it is checked against its
+    anchor and every file is re-hashed (`verify_export`)."""
     manifest = read_export_manifest(export_dir, "hf")
-    verify_export(export_dir, manifest)
+    verify_export(export_dir, manifest, export_digest=export_digest, workdir=workdir)
     try:
         import datasets
     except ImportError:

@@ -26,7 +26,7 @@ def test_migrations_create_the_tables_the_queries_use(tmp_path):
             c.name for c in table.columns
         }
     with sqlite3.connect(tmp_path / "catalog.db") as db:
-        assert db.execute("select version_num from alembic_version").fetchone() == ("0007_reveals",)
+        assert db.execute("select version_num from alembic_version").fetchone() == ("0008_exports",)
     Catalog.open(tmp_path)  # migrating again is a no-op
 
 

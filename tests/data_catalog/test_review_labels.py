@@ -67,7 +67,7 @@ def test_migrations_0006_and_0007_add_labels_and_reveals_and_go_back(tmp_path):
     }  # fmt: skip
     with catalog.engine.connect() as connection:
         head = connection.execute(text("select version_num from alembic_version")).scalar()
-    assert head == "0007_reveals"
+    assert head == "0008_exports"
     assert columns(catalog, "review_reveals") == {"id", "item_id", "reviewer", "revealed_at"}
     alembic(catalog, command.downgrade, "0006_labels")  # 0007 goes back: no reveals table
     assert "review_reveals" not in inspect(catalog.engine).get_table_names()

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from flows.cli import app
 from pipeline.core.errors import DataError
 from pipeline.core.storage import file_sha256
-from pipeline.publish.reader import read_version
+from pipeline.publish.reader import read_version, recomputed_hash
 from training import export as exporting
 from training import token_export
 from training.parquet_dataset import VerifiedParquetDataset, share
@@ -67,6 +67,15 @@ def published(project: trainkit.Project, split: str) -> list[dict]:
     ]
 
 
+def restamped(manifest: dict) -> dict:
+    """A hand-made version: its split counts and dataset hash made to match its shards."""
+    counts = {split: 0 for split in manifest["split_counts"]}
+    for shard in manifest["shards"]:
+        counts[shard["split"]] += shard["rows"]
+    manifest = {**manifest, "split_counts": counts}
+    return {**manifest, "dataset_hash": recomputed_hash(manifest)}
+
+
 def flip_byte(path: Path, at: int = 100) -> None:
     data = bytearray(path.read_bytes())
     data[at] ^= 0xFF
@@ -81,7 +90,7 @@ def test_minilm_token_shards_are_the_texts_tokenized_directly(project, minilm_to
     tokenizer, digest = minilm_word_pieces()
     tokenizer.encode_special_tokens = True
     separator = tokenizer.token_to_id("[SEP]")
-    shards = TokenShards(minilm_tokens)
+    shards = TokenShards(minilm_tokens, workdir=project.workdir)
     manifest = shards.manifest
     assert manifest["tokenizer"] | {"path": None} == {
         "kind": "minilm",
@@ -145,8 +154,8 @@ def test_minilm_token_shards_are_the_texts_tokenized_directly(project, minilm_to
     assert manifest["code"]["id"] and manifest["created_at"].endswith("+00:00")
 
 
-def test_windows_are_contiguous_blocks_across_shards(minilm_tokens):
-    shards = TokenShards(minilm_tokens)
+def test_windows_are_contiguous_blocks_across_shards(project, minilm_tokens):
+    shards = TokenShards(minilm_tokens, workdir=project.workdir)
     train = np.asarray(shards.tokens("train"), dtype=np.int64)
     windows = list(shards.windows("train", 64))
     assert len(windows) == (len(train) - 1) // 64
@@ -168,7 +177,10 @@ def test_a_vocabulary_over_65536_ids_is_written_as_uint32(project, minilm_tokens
     exporting.export_version(
         project.workdir, project.dataset_hash, "tokens", out=out, splits=["train"]
     )
-    wide, narrow = TokenShards(out), TokenShards(minilm_tokens)
+    wide, narrow = (
+        TokenShards(out, workdir=project.workdir),
+        TokenShards(minilm_tokens, workdir=project.workdir),
+    )
     assert wide.manifest["tokenizer"]["dtype"] == "uint32" and wide.dtype == np.dtype("<u4")
     assert list(wide.manifest["splits"]) == ["train"]
     assert (out / "tokens/train/part-00000.bin").stat().st_size == 4 * len(narrow.tokens("train"))
@@ -187,7 +199,7 @@ def test_cli_exports_the_configs_bpe_deterministically(project):
         project.workdir, "latest", "tokens", name="sms", out=project.root / "exports" / "bpe-2",
         tokenizer="bpe", tokenizer_config=exporting.TokenizerConfig(kind="bpe", vocab_size=300),
     )  # fmt: skip
-    shards = TokenShards(out)
+    shards = TokenShards(out, workdir=project.workdir)
     described = shards.manifest["tokenizer"]
     assert described["kind"] == "bpe" and described["separator"] == "</s>"
     assert described["digest"] == files_digest(out / "tokenizer", ["tokenizer.json"])
@@ -223,7 +235,7 @@ def test_hf_export_loads_the_published_rows(project):
     assert written.manifest["tokenizer"]["digest"] == digest
     assert written.manifest["tokenizer"]["kind"] == "minilm"
     assert (out / "tokenizer" / "tokenizer.json").is_file()
-    loaded = load_hf_export(out)
+    loaded = load_hf_export(out, export_digest=written.digest)
     schema = [f["name"] for f in read_version(project.version_path).manifest["schema"]]
     assert sorted(loaded) == sorted(SPLITS)
     for split in SPLITS:
@@ -231,7 +243,7 @@ def test_hf_export_loads_the_published_rows(project):
         assert loaded[split].select_columns(COLUMNS).to_list() == published(project, split)
     flip_byte(next((out / "train").glob("*.arrow")), 2000)
     with pytest.raises(DataError, match=r"train/data-00000-of-00001\.arrow: sha256 mismatch"):
-        load_hf_export(out)
+        load_hf_export(out, export_digest=written.digest)
 
 
 def test_parquet_export_streams_through_a_dataloader(project, parquet_export):
@@ -273,7 +285,7 @@ def test_shards_are_divided_among_ranks_and_workers(project, tmp_path):
         pq.write_table(part, folder / path)
         shards.append({**train, "path": path, "rows": part.num_rows, "sha256": file_sha256(folder / path)})  # fmt: skip
     manifest["shards"] = shards
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    (folder / "manifest.json").write_text(json.dumps(restamped(manifest)))
     ids = [r["record_id"] for r in published(project, "train")]
     assert share([5, 5], 1, 2) == ([1], 0, 1, 5) and share([5, 5], 0, 1, 1, 2) == ([1], 0, 1, 5)
     assert share([5, 4, 3], 1, 2, 1, 2) == ([0, 1, 2], 3, 4, 12)
@@ -293,7 +305,7 @@ def test_shards_are_divided_among_ranks_and_workers(project, tmp_path):
         path = equal / f"data/train/part-{number:05d}.parquet"
         pq.write_table(table, path)
         manifest["shards"][number] |= {"rows": 72, "sha256": file_sha256(path)}
-    (equal / "manifest.json").write_text(json.dumps(manifest))
+    (equal / "manifest.json").write_text(json.dumps(restamped(manifest)))
     whole = [VerifiedParquetDataset(equal, "train", ["record_id"], rank=r, world_size=2) for r in (0, 1)]  # fmt: skip
     assert [[row["record_id"] for row in d] for d in whole] == [ids[100:172]] * 2
     dataset = pickle.loads(pickle.dumps(VerifiedParquetDataset(folder, "train", ["record_id"])))
@@ -311,7 +323,7 @@ def test_a_changed_byte_is_refused_before_the_first_row(project, parquet_export,
     assert list(VerifiedParquetDataset(copy, "validation", ["record_id"]))  # its shards match
     tokens = shutil.copytree(minilm_tokens, tmp_path / "tokens")
     flip_byte(tokens / "tokens/validation/part-00000.bin", 10)
-    shards = TokenShards(tokens)  # nothing read yet
+    shards = TokenShards(tokens, workdir=project.workdir)  # nothing read yet
     with pytest.raises(DataError, match=r"tokens/validation/part-00000\.bin: sha256 mismatch"):
         shards.tokens("train")
     # a published shard changed: the export is refused and leaves nothing behind
@@ -361,7 +373,10 @@ def test_a_tokenizer_folder_is_used_as_given(project, minilm_tokens):
         project.workdir, "latest", "tokens", name="sms", out=out, splits=["test"],
         tokenizer=str(minilm_tokens / "tokenizer"),
     )  # fmt: skip
-    given, minilm = TokenShards(out), TokenShards(minilm_tokens)
+    given, minilm = (
+        TokenShards(out, workdir=project.workdir),
+        TokenShards(minilm_tokens, workdir=project.workdir),
+    )
     described = given.manifest["tokenizer"]
     assert described["kind"] == "path" and described["path"] == str(minilm_tokens / "tokenizer")
     assert (described["separator"], described["separator_id"]) == ("[SEP]", 102)  # no </s>
