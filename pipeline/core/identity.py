@@ -1,6 +1,7 @@
 """Stable identities: xxh3-128 hex digests computed over whole columns.
 
-`record_id` = xxh3-128 of (source, the source's id) or of (source, relative path, row);
+`record_id` = xxh3-128 of (source, the source's id) or of (source, relative path, row), the
+two kept apart (`declared_id_key`);
 `source_content_hash` / `content_hash` = xxh3-128 of the normalized text. The digests equal
 `xxhash.xxh3_128_hexdigest(value.encode())`, so any tool can recompute them.
 """
@@ -37,6 +38,23 @@ def record_key(source: str | pl.Expr, *parts: pl.Expr) -> pl.Expr:
     return pl.concat_str([source, *parts], separator=KEY_SEPARATOR)
 
 
+# Prefixed to a declared id that could spell a position key (it holds KEY_SEPARATOR) or an
+# escaped id (it starts with it): a file path never holds NUL, so a position key never starts
+# with it, and ids without either character hash as they always did.
+ID_ESCAPE = "\x00"
+
+
+def declared_id_key(source: str | pl.Expr, source_id: pl.Expr) -> pl.Expr:
+    """The key of a record identified by its source's id field. Ids and positions live in
+    separate namespaces: the id `data/s.jsonl\x1f5` is never the key of line 5 of that file."""
+    needs_escape = source_id.str.contains(KEY_SEPARATOR, literal=True) | source_id.str.starts_with(
+        ID_ESCAPE
+    )
+    escaped = pl.when(needs_escape).then(pl.lit(ID_ESCAPE) + source_id).otherwise(source_id)
+    return record_key(source, escaped)
+
+
 def record_id_of(source: str, source_id: str) -> str:
     """The record_id of the record with id `source_id` in `source` (as ingest computes it)."""
-    return xxh3_128_hex(pl.Series([f"{source}{KEY_SEPARATOR}{source_id}"]))[0]
+    frame = pl.DataFrame({"id": [source_id]}, schema={"id": pl.String})
+    return xxh3_128_hex(frame.select(declared_id_key(source, pl.col("id"))).to_series())[0]

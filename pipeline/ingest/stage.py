@@ -18,7 +18,7 @@ import polars as pl
 
 from pipeline.config import IngestConfig, SourceDeclaration
 from pipeline.core import ledger, reasons
-from pipeline.core.identity import record_key, xxh3_128_hex
+from pipeline.core.identity import declared_id_key, record_key, xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.core.progress import progress
 from pipeline.core.schema import RECORD_SCHEMA
@@ -315,7 +315,7 @@ def to_records(
     by_position = record_key(source.name, pl.col("_file"), pl.col("_location").cast(pl.String))
     key = (
         pl.when(pl.col("_id").is_not_null() & pl.col("_error").is_null())
-        .then(record_key(source.name, pl.col("_id")))
+        .then(declared_id_key(source.name, pl.col("_id")))
         .otherwise(by_position)
     )
     # Bad rows are identified by position: their id field cannot be trusted, and an id
