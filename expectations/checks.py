@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -168,11 +168,12 @@ def shard_rows(version_dir: Path, manifest: dict) -> pl.DataFrame:
 def check_ingested(
     project: GateProject, records: pl.LazyFrame, cfg: GatesConfig, started: datetime
 ) -> GateResult:
+    earliest, latest = cfg.timestamp_bounds(started)  # what ingest dropped outside of
     parameters = {
         "min_text_chars": cfg.min_text_chars,
         "max_text_chars": cfg.max_text_chars,
-        "earliest_timestamp": cfg.earliest_timestamp,
-        "latest_timestamp": started + timedelta(days=cfg.future_days),
+        "earliest_timestamp": earliest,
+        "latest_timestamp": latest,
     }
     return _per_record(project, "ingested", records, ingested_rows, cfg.batch_rows, parameters)
 

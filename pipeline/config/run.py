@@ -70,11 +70,13 @@ PLANNED_SECTIONS: dict[str, str] = {}
 # Settings that change where or how a run happens, what checks it or who reviews it, or what is
 # trained on it, not what it publishes.
 _NOT_IN_CONFIG_HASH = {"workdir", "runner", "alerts", "gates", "review", "train"}
-_SOURCE_FIELDS_NOT_HASHED = {"location", "root", "base_dir"}
+_SOURCE_FIELDS_NOT_HASHED = {"location", "root", "base_dir", "max_glob_paths", "max_glob_seconds"}
 # Settings added after versions were published are hashed only when they are set: upgrading
 # Thresher does not change the hash (and so the version) of a config that does not use them.
 _HASHED_WHEN_SET = {"ingest": IngestConfig().model_dump(mode="json")}
 _SOURCE_FIELDS_HASHED_WHEN_SET = {"max_text_chars"}
+# The gates' timestamp bounds decide what ingest drops (timestamp_out_of_range): hashed when set.
+_GATES_HASHED_WHEN_SET = {"earliest_timestamp", "future_days"}
 
 
 def config_hash(cfg: RunConfig) -> str:
@@ -84,6 +86,9 @@ def config_hash(cfg: RunConfig) -> str:
     for key, default in _HASHED_WHEN_SET.items():
         if data[key] == default:
             del data[key]
+    bounds = cfg.gates.model_dump(mode="json", include=_GATES_HASHED_WHEN_SET)
+    if bounds != GatesConfig().model_dump(mode="json", include=_GATES_HASHED_WHEN_SET):
+        data["gates"] = bounds
     data["sources"] = [
         {
             key: value

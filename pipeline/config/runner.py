@@ -3,7 +3,7 @@ the `runner:`, `alerts:`, `gates:` and `review:` sections (none is in the config
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -68,10 +68,13 @@ class GatesConfig(Strict):
     min_text_chars: Annotated[int, Field(ge=0)] = 1
     max_text_chars: Annotated[int, Field(gt=0)] = 1_000_000
     earliest_timestamp: datetime = Field(
-        datetime(1970, 1, 1, tzinfo=UTC), description="no record may be older"
+        datetime(1970, 1, 1, tzinfo=UTC),
+        description="no record may be older: ingest drops one that is (timestamp_out_of_range)",
     )
     future_days: Annotated[float, Field(ge=0)] = Field(
-        1.0, description="no record may be newer than the run's start plus this many days"
+        1.0,
+        description="no record may be newer than the run's start plus this many days: ingest "
+        "drops one that is (timestamp_out_of_range)",
     )
     split_tolerance: Annotated[float, Field(ge=0, le=1)] = Field(
         0.1,
@@ -82,6 +85,12 @@ class GatesConfig(Strict):
     batch_rows: Annotated[int, Field(gt=0)] = Field(
         100_000, description="records per Great Expectations batch in per-record checks"
     )
+
+    def timestamp_bounds(self, started: datetime) -> tuple[datetime, datetime]:
+        """The oldest and the newest time a record may carry, both allowed, for a run started
+        at `started`: the ingested gate checks them, and ingest drops what lies outside."""
+        latest = started + timedelta(days=self.future_days)
+        return self.earliest_timestamp.astimezone(UTC), latest.astimezone(UTC)
 
     @field_validator("earliest_timestamp")
     @classmethod

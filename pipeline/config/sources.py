@@ -99,6 +99,14 @@ class SourceDeclaration(Strict):
     max_text_chars: Annotated[int | None, Field(gt=0)] = Field(
         None, description="longer texts are dropped as text_too_long; default ingest's"
     )
+    max_glob_paths: Annotated[int, Field(gt=0)] = Field(
+        1_000_000,
+        description="folder entries its locations' wildcards may examine: past them, listing "
+        "the files stops with an error (a huge tree, or links that lead back into it)",
+    )
+    max_glob_seconds: Annotated[float, Field(gt=0)] = Field(
+        60.0, description="seconds listing its files may take before it stops with an error"
+    )
     base_dir: str = Field("", description="set by the loader: where relative locations start")
 
     @field_validator("license")

@@ -21,6 +21,9 @@ MISSING_TEXT = "missing_text"
 EMPTY_TEXT = "empty_text"
 WRONG_TYPE = "wrong_type"
 UNPARSEABLE_TIMESTAMP = "unparseable_timestamp"
+# Before gates.earliest_timestamp or after the run's start plus gates.future_days (or an epoch
+# number of more than 11 digits); evidence: value (its first 32 characters), earliest, latest.
+TIMESTAMP_OUT_OF_RANGE = "timestamp_out_of_range"
 DUPLICATE_SOURCE_ID = "duplicate_source_id"
 UNPARSEABLE_ENTRY = "unparseable_entry"
 MALFORMED_ROW = "malformed_row"  # a CSV row whose fields do not match the header

@@ -13,6 +13,7 @@ from pipeline.config import SourceDeclaration
 from pipeline.core import storage
 from pipeline.core.errors import DataError
 from pipeline.core.storage import Location
+from pipeline.ingest.globbing import WalkBound, local_glob, remote_glob
 
 
 def source_files(source: SourceDeclaration) -> list[tuple[Location, str]]:
@@ -22,35 +23,24 @@ def source_files(source: SourceDeclaration) -> list[tuple[Location, str]]:
     machine keeps the data or on which other files exist: a relative location is named
     relative to the source's `root` (default: the folder of the file that declared it), an
     absolute one relative to its fixed part, the folders before the first wildcard.
-    Symbolic links to an already listed file are read once (Debian links the doc folders
-    of binary packages to their source package's). A location may be an fsspec URL
-    (`file://`, `memory://`, `s3://…` with s3fs installed).
+    Symbolic links to an already listed file are read once, under the first name in order
+    (Debian links the doc folders of binary packages to their source package's); links to
+    folders are followed, each real folder once (pipeline/ingest/globbing.py). A location
+    may be an fsspec URL (`file://`, `memory://`, `s3://…` with s3fs installed).
     """
-    root = source.root_dir
     by_target: dict[str, tuple[Location, str]] = {}
     for pattern in source.patterns:
-        found = storage.location(pattern)
-        if not storage.is_local(found):
-            for match, name in _remote_files(source, found):
-                by_target.setdefault(str(match), (match, name))
-            continue
-        pattern = str(found)  # a file:// URL as a path
-        absolute = os.path.isabs(pattern)
-        matches = sorted(
-            glob.glob(pattern if absolute else os.path.join(root, pattern), recursive=True)
-        )
-        matches = [match for match in matches if os.path.isfile(match)]
+        matches = location_files(source, pattern)
         if not matches:
+            found = storage.location(pattern)
+            relative = storage.is_local(found) and not os.path.isabs(found)
             raise DataError(
-                f"source {source.name!r}: location {pattern!r} matches no file"
-                f"{'' if absolute else f' (relative to {root})'}; "
+                f"source {source.name!r}: location {str(found)!r} matches no file"
+                f"{f' (relative to {source.root_dir})' if relative else ''}; "
                 "fix the location or remove the source"
             )
-        named_from = _fixed_part(pattern) if absolute else root
-        for match in matches:
-            by_target.setdefault(
-                os.path.realpath(match), (Path(match), os.path.relpath(match, named_from))
-            )
+        for match, name in matches:
+            by_target.setdefault(_target(match), (match, name))
     named = sorted(by_target.values(), key=lambda item: item[1])
     for (first, name), (second, other) in zip(named, named[1:], strict=False):
         if name == other:
@@ -62,18 +52,33 @@ def source_files(source: SourceDeclaration) -> list[tuple[Location, str]]:
     return named
 
 
-def _remote_files(source: SourceDeclaration, pattern: UPath) -> list[tuple[UPath, str]]:
-    fs = pattern.fs
-    matches = [match for match in sorted(fs.glob(pattern.path)) if fs.isfile(match)]
-    if not matches:
-        raise DataError(
-            f"source {source.name!r}: location {str(pattern)!r} matches no file; "
-            "fix the location or remove the source"
-        )
-    fixed = _fixed_part(pattern.path)
-    return [
-        (UPath(fs.unstrip_protocol(match)), posixpath.relpath(match, fixed)) for match in matches
-    ]
+def location_files(source: SourceDeclaration, pattern: str) -> list[tuple[Location, str]]:
+    """(path, stable name) of each file one location of a source matches, once (under its
+    first name), in name order; none when it matches none. A listing past the source's
+    bounds raises DataError."""
+    found = storage.location(pattern)
+    bound = WalkBound(source, str(found))
+    if not storage.is_local(found):
+        fs = found.fs
+        fixed = _fixed_part(found.path)
+        return [
+            (UPath(fs.unstrip_protocol(match)), posixpath.relpath(match, fixed))
+            for match in remote_glob(fs, found.path, bound)
+        ]
+    pattern = str(found)  # a file:// URL as a path
+    absolute = os.path.isabs(pattern)
+    root = source.root_dir
+    matches = local_glob(pattern if absolute else os.path.join(root, pattern), bound)
+    named_from = _fixed_part(pattern) if absolute else root
+    files: dict[str, tuple[Location, str]] = {}
+    for match in filter(os.path.isfile, matches):
+        files.setdefault(_target(Path(match)), (Path(match), os.path.relpath(match, named_from)))
+    return list(files.values())
+
+
+def _target(path: Location) -> str:
+    """The file a path names, links followed: a file found under two names is read once."""
+    return os.path.realpath(path) if storage.is_local(path) else str(path)
 
 
 def _fixed_part(pattern: str) -> str:

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -29,6 +30,7 @@ from pipeline.ingest.timestamps import parse_timestamps
 from pipeline.stage import RunContext, StageResult
 
 STAGE = "ingest"
+TimestampBounds = tuple[datetime, datetime]  # the oldest and newest time kept, both allowed
 PART_ROWS = 250_000
 BATCH_BYTES = 16 << 20
 INGEST_THREADS = 2
@@ -77,10 +79,12 @@ def read_part(
     source: SourceDeclaration,
     out_dir: Path,
     limits: IngestConfig = DEFAULT_LIMITS,
+    timestamp_bounds: TimestampBounds | None = None,
 ) -> tuple[int, pl.DataFrame]:
     """Read a part's files into `out_dir` as Parquet files named by the part's number (a
     retry rewrites them), its encoding repairs into `out_dir/repairs/` for `finish`; its
-    input rows and its bad rows' events."""
+    input rows and its bad rows' events. A record timed outside `timestamp_bounds` (the
+    ingested gate's, `GatesConfig.timestamp_bounds`) is a bad row."""
     out_dir.mkdir(parents=True, exist_ok=True)
     repairs_file = out_dir / REPAIRS / f"{part.number:05d}.parquet"
     for stale in [*out_dir.glob(f"part-{part.number:05d}-*.parquet"), repairs_file]:
@@ -89,7 +93,7 @@ def read_part(
     rows_in, bad_rows, repairs = 0, [ledger.empty()], [_REPAIRS.to_frame()]
     for batch in part.batches:
         for read, records, bad, repaired in _read_batch(
-            list(batch), source, limits.for_source(source)
+            list(batch), source, limits.for_source(source), timestamp_bounds
         ):
             rows_in += read
             writer.add(records)
@@ -140,9 +144,11 @@ def ingest(
     Files are read and mapped in batches of about BATCH_BYTES on a few threads (polars and
     most of the reading release the GIL); results are written in file order, so the
     output does not depend on the thread count. The curate flow runs the same parts as
-    tasks on its runner instead (flows/curate.py).
+    tasks on its runner instead (flows/curate.py). Timestamps are bounded as the gates
+    config bounds them for a run starting now.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
+    bounds = ctx.config.gates.timestamp_bounds(datetime.now(UTC))
     declared = {source.name: source for source in sources}
     parts = plan_parts(sources, BATCH_BYTES)
     per_source = {source.name: {"records_in": 0} for source in sources}
@@ -152,7 +158,9 @@ def ingest(
         ThreadPoolExecutor(max_workers=INGEST_THREADS) as pool,
     ):
         read = _in_order(
-            pool, lambda part: read_part(part, declared[part.source], out_dir, limits), parts
+            pool,
+            lambda part: read_part(part, declared[part.source], out_dir, limits, bounds),
+            parts,
         )
         for part, (rows_in, bad) in zip(parts, read, strict=True):
             per_source[part.source]["records_in"] += rows_in
@@ -226,7 +234,10 @@ def _batches(files: list[tuple[Path, str]]) -> list[list[tuple[Path, str]]]:
 
 
 def _read_batch(
-    batch: list[tuple[Path, str]], source: SourceDeclaration, limits: IngestConfig
+    batch: list[tuple[Path, str]],
+    source: SourceDeclaration,
+    limits: IngestConfig,
+    bounds: TimestampBounds | None,
 ) -> Iterator[tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
     """(rows read, good records, bad-row events, encoding repairs) for about BATCH_BYTES of
     raw rows at a time: small files are mapped together, a large one in several pieces."""
@@ -237,17 +248,21 @@ def _read_batch(
             pending.append(raw.with_columns(pl.lit(name).alias("_file")))
             size += raw.estimated_size()
             if size >= BATCH_BYTES:
-                yield _mapped(pending, source, limits)
+                yield _mapped(pending, source, limits, bounds)
                 pending, size = [], 0
     if pending:
-        yield _mapped(pending, source, limits)
+        yield _mapped(pending, source, limits, bounds)
 
 
 def _mapped(
-    raws: list[pl.DataFrame], source: SourceDeclaration, limits: IngestConfig
+    raws: list[pl.DataFrame],
+    source: SourceDeclaration,
+    limits: IngestConfig,
+    bounds: TimestampBounds | None,
 ) -> tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     raw = raws[0] if len(raws) == 1 else pl.concat(raws, how="diagonal_relaxed")
-    return raw.height, *to_records(raw, source, limits.max_text_chars, limits.repair_encoding)
+    records = to_records(raw, source, limits.max_text_chars, limits.repair_encoding, bounds)
+    return raw.height, *records
 
 
 def to_records(
@@ -255,6 +270,7 @@ def to_records(
     source: SourceDeclaration,
     max_text_chars: int = DEFAULT_LIMITS.max_text_chars,
     repair: bool = DEFAULT_LIMITS.repair_encoding,
+    timestamp_bounds: TimestampBounds | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Map raw rows (of one or more files, named in `_file`) to canonical records;
     return (good records, bad-row events, encoding repairs). A text over `max_text_chars`
@@ -262,7 +278,9 @@ def to_records(
     evidence. With `repair`, encoding damage is repaired (pipeline/ingest/encoding.py):
     `source_content_hash` is the hash of the text as the source gave it, normalized,
     `content_hash` the repaired text's, and the repairs name the records and ftfy's steps
-    (`finish` turns them into `edited` events). A repair that leaves no text is `empty_text`."""
+    (`finish` turns them into `edited` events). A repair that leaves no text is `empty_text`.
+    A time outside `timestamp_bounds` is `timestamp_out_of_range`, its value (cut short) and
+    the bounds in the evidence."""
     fields = source.fields
 
     def column(name: str | None) -> pl.Expr:
@@ -309,6 +327,8 @@ def to_records(
         .then(pl.lit(reasons.EMPTY_TEXT))
         .when(pl.col("text").str.len_chars() > max_text_chars)
         .then(pl.lit(reasons.TEXT_TOO_LONG))
+        .when(_out_of_range(timestamp_bounds))
+        .then(pl.lit(reasons.TIMESTAMP_OUT_OF_RANGE))
         .when(pl.col("_timestamp_raw").is_not_null() & pl.col("timestamp").is_null())
         .then(pl.lit(reasons.UNPARSEABLE_TIMESTAMP))
     )
@@ -340,15 +360,36 @@ def to_records(
             "line" if source.format in ("jsonl", "debian_changelog") else "row"
         ),
     ]
+    bounds = [pl.lit(when.isoformat()).alias(name) for name, when in zip(
+        ("earliest", "latest"), timestamp_bounds or (), strict=True
+    )]  # fmt: skip
     evidence = (
         pl.when((pl.col("_error") == reasons.TEXT_TOO_LONG) & pl.col("text").is_not_null())
         .then(pl.struct(*where, pl.col("text").str.len_chars().alias("chars")).struct.json_encode())
+        .when(pl.col("_error") == reasons.TIMESTAMP_OUT_OF_RANGE)
+        .then(
+            pl.struct(
+                *where, pl.col("_timestamp_raw").str.slice(0, 32).alias("value"), *bounds
+            ).struct.json_encode()
+        )
         .otherwise(pl.struct(*where).struct.json_encode())
     )
     bad_events = ledger.events(
         bad, stage=STAGE, action=reasons.DROPPED, reason=pl.col("_error"), evidence=evidence
     )
     return good, bad_events, repairs
+
+
+def _out_of_range(bounds: TimestampBounds | None) -> pl.Expr:
+    """A time outside the bounds, or a number too long to be epoch seconds (more than 11
+    digits: 5138 and after; milliseconds perhaps), which parse_timestamps leaves unparsed."""
+    if bounds is None:
+        return pl.lit(False)
+    earliest, latest = bounds
+    number = pl.col("_timestamp_raw").str.strip_chars().cast(pl.Float64, strict=False)
+    return ~pl.col("timestamp").is_between(pl.lit(earliest), pl.lit(latest)) | (
+        pl.col("timestamp").is_null() & (number.abs() >= 1e11)
+    )
 
 
 def _metadata_json(raw: pl.DataFrame, names: list[str]) -> pl.Expr:

@@ -4,6 +4,7 @@ stratified order that keeps each label's share."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 import polars as pl
@@ -79,10 +80,17 @@ def resolve_cutoffs(
     return cutoffs, False
 
 
-def stratified(units: pl.DataFrame, members: pl.DataFrame, cfg: SplitConfig) -> pl.DataFrame:
+def stratified(
+    units: pl.DataFrame, members: pl.DataFrame, cfg: SplitConfig
+) -> tuple[pl.DataFrame, dict[str, int]]:
     """New components of each label stratum (a component's most common label, ties to the
     smallest) go, in hash order, to the split furthest below its fraction of the stratum's
-    records, counting the stratum's locked and inherited components."""
+    records, counting the stratum's locked and inherited components.
+
+    A label of fewer components than the smallest fraction needs to get one (10 for 10%)
+    cannot be spread: alone, each such component would go to train. Those labels are pooled
+    into one stratum, which holds the fractions; the counts of what was pooled are returned.
+    """
     labels = (
         members.filter(pl.col("label").is_not_null())
         .group_by("_component", "label")
@@ -92,11 +100,24 @@ def stratified(units: pl.DataFrame, members: pl.DataFrame, cfg: SplitConfig) -> 
         .first()
         .select("_component", pl.col("label").alias("_stratum"))
     )
-    units = units.join(labels, on="_component", how="left")
+    smallest = min(fraction for fraction in cfg.fractions.values() if fraction > 0)
+    needed = math.ceil(1 / smallest - 1e-9)
+    units = units.join(labels, on="_component", how="left").with_columns(
+        (pl.col("_stratum").is_not_null() & (pl.len().over("_stratum") < needed)).alias("_pooled")
+    )
+    pooled = units.filter("_pooled")
+    facts = {
+        "min_components": needed,
+        "pooled_labels": pooled["_stratum"].n_unique(),
+        "pooled_records": int(pooled["_size"].sum()),
+    }
+    units = units.with_columns(
+        pl.when("_pooled").then(None).otherwise(pl.col("_stratum")).alias("_stratum")
+    )
     names = list(cfg.fractions)
     targets = [cfg.fractions[name] for name in names]
     chosen_components, chosen_splits = [], []
-    for stratum in units.partition_by("_stratum"):
+    for stratum in units.partition_by("_stratum", "_pooled"):
         fixed = stratum.filter(pl.col("_decided_by") != "new")
         sizes = dict(fixed.group_by("split").agg(pl.col("_size").sum()).iter_rows())
         counts = [sizes.get(name, 0) for name in names]
@@ -119,8 +140,9 @@ def stratified(units: pl.DataFrame, members: pl.DataFrame, cfg: SplitConfig) -> 
         {"_component": chosen_components, "_stratified": chosen_splits},
         schema={"_component": units.schema["_component"], "_stratified": pl.String},
     )
-    return (
+    assigned = (
         units.join(chosen, on="_component", how="left")
         .with_columns(pl.coalesce("_stratified", "split").alias("split"))
-        .drop("_stratified", "_stratum")
+        .drop("_stratified", "_stratum", "_pooled")
     )
+    return assigned, facts

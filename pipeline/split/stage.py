@@ -10,8 +10,9 @@ A component's split is decided in this order (README, "Splits and contamination"
 3. new: `group` cuts xxh3-64(salt + the component's smallest key) / 2^64 at the cumulative
    fractions, the key being `group:<group>` or `record:<record_id>`, so adding records does
    not move a component unless it joins another one; with `stratify: label` new components
-   instead fill each label's deficit, in hash order. `time` and `group_time` take the window
-   holding the component's anchor time (its earliest or latest record time).
+   instead fill each label's deficit, in hash order (labels too rare to spread pooled).
+   `time` and `group_time` take the window holding the component's anchor time (its
+   earliest or latest record time).
 
 Windows: train before the validation cutoff, validation before the test cutoff, test from it.
 `quantiles` cutoffs are the frozen ones of the first publish (ctx.frozen_cutoffs) or cut at
@@ -92,8 +93,9 @@ def _assign(
     members = members.with_columns(pl.Series("_component", component_of(members, columns)))
     cutoffs, frozen = resolve_cutoffs(cfg, ctx, members["timestamp"]) if timed else ({}, False)
     units = _decide(members, cfg, cutoffs)
+    pooled = None
     if cfg.stratify == "label":
-        units = stratified(units, members, cfg)
+        units, pooled = stratified(units, members, cfg)
 
     # each record against its component: under time strategies, its own window and time
     own = time_split(pl.col("timestamp"), cutoffs) if timed else pl.lit(None, pl.String)
@@ -124,6 +126,14 @@ def _assign(
         stats["cutoffs"] = {name: when.isoformat() for name, when in cutoffs.items()}
         stats["cutoffs_frozen"] = frozen
     stats["warnings"] = _drift(stats["splits"], cfg)
+    if pooled is not None:
+        stats["stratify"] = pooled
+        if pooled["pooled_labels"]:
+            stats["warnings"].append(
+                f"split.stratify: {pooled['pooled_labels']:,} labels of fewer than "
+                f"{pooled['min_components']} components ({pooled['pooled_records']:,} records) "
+                "were pooled into one stratum: alone, none could be spread over the splits"
+            )
     decisions = pl.concat([kept.select("record_id", "split"), events], how="diagonal")
     return Decided(decisions=decisions, stats=stats)
 
