@@ -30,6 +30,7 @@ from pipeline.config import RunConfig, config_hash
 from pipeline.core import storage
 from pipeline.core.code_version import code_state
 from pipeline.ingest.source_files import source_files
+from pipeline.ingest.stage import shown_names
 
 INPUTS_FILE = "inputs.json"
 NOT_AN_INPUT = {"runner", "alerts", "train"}  # how and where it runs, who hears, what trains
@@ -138,7 +139,10 @@ def _files(cfg: RunConfig, recorded: list[dict[str, Any]]) -> list[dict[str, Any
     known = {(f["source"], f["name"], f["size"], f["modified"]): f["content"] for f in recorded}
     files = []
     for source in cfg.source_list:
-        for path, name in source_files(source):
+        listed = source_files(source)
+        shown = shown_names([name for _, name in listed])  # a name may hold a credential
+        for path, real_name in listed:
+            name = shown[real_name]
             stat = path.stat()
             if storage.is_local(path):
                 size, modified = stat.st_size, stat.st_mtime_ns

@@ -10,7 +10,7 @@ import polars as pl
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.schema import REVIEW_ITEM_SCHEMA
 from pipeline.text import content_findings
-from pipeline.text.secrets import find_secrets, mask_secrets
+from pipeline.text.secrets import masked_secrets
 
 
 def with_review_hash(records: pl.DataFrame) -> pl.DataFrame:
@@ -27,17 +27,7 @@ def masked_for_review(values: pl.Series) -> pl.Series:
     """`values` with every secret found in them masked (`<SECRET:type>`), for review items of
     later stages: a record a reviewer let through as a secret false positive still holds what
     the scanner flagged."""
-    findings = find_secrets(values)
-    if findings.height == 0:
-        return values
-    spans: dict[int, list[dict]] = {}
-    for finding in findings.iter_rows(named=True):
-        spans.setdefault(finding["index"], []).append(finding)
-    return pl.Series(
-        values.name,
-        [mask_secrets(v, spans[i]) if i in spans else v for i, v in enumerate(values)],
-        dtype=pl.String,
-    )
+    return masked_secrets(values)
 
 
 def review_items_of(shown: pl.DataFrame, reason: str) -> pl.DataFrame:

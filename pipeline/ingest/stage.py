@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
+import xxhash
 
 from pipeline.config import IngestConfig, SourceDeclaration
 from pipeline.core import ledger, reasons
@@ -28,6 +29,7 @@ from pipeline.ingest.readers import DEFAULT_LIMITS, read_file_frames
 from pipeline.ingest.source_files import source_files
 from pipeline.ingest.timestamps import parse_timestamps
 from pipeline.stage import RunContext, StageResult
+from pipeline.text.secrets import masked_secrets
 
 STAGE = "ingest"
 TimestampBounds = tuple[datetime, datetime]  # the oldest and newest time kept, both allowed
@@ -281,6 +283,8 @@ def to_records(
     (`finish` turns them into `edited` events). A repair that leaves no text is `empty_text`.
     A time outside `timestamp_bounds` is `timestamp_out_of_range`, its value (cut short) and
     the bounds in the evidence."""
+    shown = shown_names(raw["_file"].unique().to_list())
+    raw = raw.with_columns(pl.col("_file").replace_strict(shown).alias("_shown_file"))
     fields = source.fields
 
     def column(name: str | None) -> pl.Expr:
@@ -294,11 +298,14 @@ def to_records(
     given = series(fields.text)
     as_given = normalize_text(given)  # what source_content_hash is taken of
     text, steps = repair_encoding(given, as_given) if repair else (as_given, None)
-    location = pl.concat_str([pl.col("_file"), pl.lit(":"), pl.col("_location").cast(pl.String)])
+    location = pl.concat_str(
+        [pl.col("_shown_file"), pl.lit(":"), pl.col("_location").cast(pl.String)]
+    )
     timestamp_raw = series(fields.timestamp)
     frame = raw.select(
         pl.col("_error"),
         pl.col("_file"),
+        pl.col("_shown_file"),
         pl.col("_location"),
         location.alias("location"),
         text.alias("text"),
@@ -355,7 +362,7 @@ def to_records(
     )
     good = good.select(RECORD_SCHEMA.names())
     where = [
-        pl.col("_file").alias("file"),
+        pl.col("_shown_file").alias("file"),
         pl.col("_location").alias(
             "line" if source.format in ("jsonl", "debian_changelog") else "row"
         ),
@@ -402,6 +409,18 @@ def _metadata_json(raw: pl.DataFrame, names: list[str]) -> pl.Expr:
         for name in sorted(names)
     ]
     return pl.struct(present).struct.json_encode()
+
+
+def shown_names(names: list[str]) -> dict[str, str]:
+    """How each file name appears in `location` and evidence: as it is, or with the secrets
+    it holds masked (`creds-<SECRET:aws_access_key_id>.txt`) and a digest of the whole name
+    after it, so that two masked names stay apart (identities of repeats are read from
+    locations). Record ids still hash the real name."""
+    masked = masked_secrets(pl.Series(names, dtype=pl.String)).to_list()
+    return {
+        name: shown if shown == name else f"{shown}#{xxhash.xxh3_64_hexdigest(name.encode())[:8]}"
+        for name, shown in zip(names, masked, strict=True)
+    }
 
 
 def _repeated_ids(records: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -640,3 +640,20 @@ def find_secrets(texts: pl.Series) -> pl.DataFrame:
 def mask_secrets(text: str, findings: list[dict]) -> str:
     """Replace each finding's span (dicts with type, start, end) by `<SECRET:{type}>`."""
     return replace_spans(text, findings, lambda finding, _: f"<SECRET:{finding['type']}>")
+
+
+def masked_secrets(values: pl.Series) -> pl.Series:
+    """`values` with every secret found in them replaced by `<SECRET:{type}>` (nulls stay):
+    for review items, and for what is not record text but is still shown or stored, such as
+    file names and config values."""
+    findings = find_secrets(values)
+    if findings.height == 0:
+        return values
+    spans: dict[int, list[dict]] = {}
+    for finding in findings.iter_rows(named=True):
+        spans.setdefault(finding["index"], []).append(finding)
+    return pl.Series(
+        values.name,
+        [mask_secrets(v, spans[i]) if i in spans else v for i, v in enumerate(values)],
+        dtype=pl.String,
+    )

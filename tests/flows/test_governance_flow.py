@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 from credential_factory import secret_sample
 from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
 
@@ -80,6 +81,14 @@ async def prefect_logs() -> str:
 
 def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam):
     config, secrets = planted_project(tmp_path, sms_spam)
+    # a credential in a file's name, and one in the one config section that is never stored
+    rng = random.Random(51)
+    secrets["file name"] = secret_sample("aws_access_key_id", rng).value
+    secrets["alert webhook"] = secret_sample("slack_token", rng).value
+    write_jsonl(tmp_path / "data" / f"sms-creds-{secrets['file name']}.jsonl", sms_rows(sms_spam, 900, 903))  # fmt: skip
+    settings = yaml.safe_load(config.read_text())
+    settings["alerts"] = {"webhook": f"https://hooks.example.com/t/{secrets['alert webhook']}"}
+    config.write_text(yaml.safe_dump(settings, sort_keys=False))
     result = thresher("run", "--config", config, "--json")
     assert result.exit_code == 0
     summary = json.loads(result.stdout)
