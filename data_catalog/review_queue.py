@@ -34,6 +34,7 @@ from data_catalog.catalog import Catalog, now, transaction_lock
 from pipeline.core import reasons
 from pipeline.core.errors import DataError
 from pipeline.core.schema import REVIEW_DECISION_SCHEMA
+from pipeline.core.terminal import unsafe_char
 
 STATUSES = ("pending", "approved", "rejected")
 DECISIONS = ("approved", "rejected")
@@ -228,6 +229,7 @@ def decide(
     if not reviewer or not reviewer.strip():
         raise DataError("a decision needs the reviewer's name (--reviewer NAME)")
     entry = item(catalog, item_id)  # a clear error for an unknown id
+    checked_note(note)
     label = checked_label(entry, decision, label)
     decided_at = now()
     table = tables.review_items
@@ -263,6 +265,20 @@ def decide(
         f"item {item_id} was already {current['status']} by {current['reviewer']} at "
         f"{_when(current['decided_at'])}; nothing changed",
     )
+
+
+def checked_note(note: str | None) -> None:
+    """A DataError when a note holds a control or bidi character (new lines and tabs are
+    fine): one would rewrite the terminal of whoever reads the decision log, or reorder what
+    the note seems to say. The page and the commands decide through this check."""
+    found = unsafe_char(note or "")
+    if found is not None:
+        at, code = found
+        raise DataError(
+            f"the note holds {code} at character {at + 1}, a control or text-direction "
+            "character, which a note may not hold (pasted text can carry one unseen): type "
+            "the note again as plain text"
+        )
 
 
 def checked_label(entry: dict[str, Any], decision: str, label: str | None) -> str | None:

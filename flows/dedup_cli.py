@@ -47,6 +47,7 @@ import polars as pl
 import typer
 
 from flows.cli_common import JsonOption, emit, fail, stderr
+from pipeline.core.terminal import printable
 from pipeline.ingest.files import (
     COMPRESSED_SUFFIXES,
     SUFFIX_FORMATS,
@@ -284,7 +285,8 @@ def _report_bad_rows(path: Path, fmt: str, clusters: pl.DataFrame) -> None:
     bad = clusters.filter(pl.col("error").is_not_null())
     unit = "line" if fmt == "jsonl" else "row"
     for location, error in bad.head(SHOWN_BAD_ROWS).select("location", "error").iter_rows():
-        stderr.print(f"{path}: {unit} {location.rsplit(':', 1)[1]}: {error}", highlight=False)
+        where = f"{path}: {unit} {location.rsplit(':', 1)[1]}: {error}"
+        stderr.print(printable(where), markup=False, highlight=False)  # a file's name
     if bad.height > SHOWN_BAD_ROWS:
         stderr.print(
             f"... and {bad.height - SHOWN_BAD_ROWS} more (see `error` in clusters.parquet)"
@@ -309,10 +311,14 @@ def _summary(path, rows, clusters, drops, methods, started, paths) -> dict[str, 
     }
     dropped = ", ".join(f"{name} {n}" for name, n in summary["dropped"].items())
     stderr.print(
-        f"{path}: {rows} rows ({summary['bad_rows']} bad), {summary['kept']} kept, dropped: "
-        f"{dropped}; {summary['clusters']} cluster(s) of duplicates, the largest of "
-        f"{summary['largest_cluster']} rows; {summary['seconds']:.2f} s",
+        printable(
+            f"{path}: {rows} rows ({summary['bad_rows']} bad), {summary['kept']} kept, dropped: "
+            f"{dropped}; {summary['clusters']} cluster(s) of duplicates, the largest of "
+            f"{summary['largest_cluster']} rows; {summary['seconds']:.2f} s"
+        ),
+        markup=False,
         highlight=False,
     )
-    stderr.print(f"wrote {paths['clusters']} and {paths['kept']}", highlight=False)
+    wrote = printable(f"wrote {paths['clusters']} and {paths['kept']}")
+    stderr.print(wrote, markup=False, highlight=False)
     return summary

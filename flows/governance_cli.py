@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from flows.cli_common import (
@@ -25,6 +26,7 @@ from flows.cli_common import (
     stderr,
 )
 from pipeline.core.errors import ThresherError
+from pipeline.core.terminal import printable
 
 review_app = typer.Typer(help="The reviewer quarantine queue.", no_args_is_help=True)
 ReviewerOption = Annotated[
@@ -69,11 +71,11 @@ def review_list(
         table.add_row(
             str(entry["id"]),
             entry["status"],
-            entry["reason"],
-            entry["source"],
-            entry["record_id"][:16],
+            _safe(entry["reason"]),
+            _safe(entry["source"]),
+            _safe(entry["record_id"][:16]),
             f"{entry['created_at']:%Y-%m-%d %H:%M}",
-            entry["reviewer"] or "",
+            _safe(entry["reviewer"] or ""),
         )
     if not as_json:
         Console().print(table)
@@ -97,28 +99,37 @@ def review_show(
     if as_json:
         emit({**entry, "history": history, "labels": labels})
         return
-    console = Console()
-    console.print(f"[bold]item {entry['id']}[/]  [{entry['status']}]  {entry['reason']}")
+    # Every value below may come from a record or a reviewer: escaped for the terminal (no
+    # control sequences) and for rich (no markup).
+    console = Console(highlight=False)
+    status = _safe(f"[{entry['status']}]")
+    console.print(f"[bold]item {entry['id']}[/]  {status}  {_safe(entry['reason'])}")
     for label in ("record_id", "source", "source_content_hash", "dataset", "run_id"):
-        console.print(f"  {label:<20} {entry[label]}")
+        console.print(f"  {label:<20} {_safe(entry[label])}")
     if entry["reason"] not in review_queue.LABEL_REASONS:  # those: the members' table below
-        console.print(f"  {'evidence':<20} {json.dumps(json.loads(entry['evidence'] or 'null'))}")
+        evidence = json.dumps(json.loads(entry["evidence"] or "null"))  # \u-escaped by JSON
+        console.print(f"  {'evidence':<20} {_safe(evidence)}")
     for field in ("group", "label", "metadata", "adjudicated_label"):
         if entry[field]:
-            console.print(f"  {field:<20} {entry[field]}", markup=False, highlight=False)
+            console.print(f"  {field:<20} {_safe(entry[field])}")
     if entry["reason"] in review_queue.LABEL_REASONS:
         _print_members(console, entry, labels)
     if entry["erased_by_request"] is not None:
         console.print(f"[bold]text[/] erased by deletion request {entry['erased_by_request']}")
     else:
         console.print("[bold]text[/] (secrets masked):")
-        console.print(entry["text"], markup=False, highlight=False)
+        console.print(_safe(entry["text"], multiline=True))
     for decision in history:
         console.print(
             f"  {decision['decided_at']:%Y-%m-%d %H:%M:%S} {decision['decision']} by "
-            f"{decision['reviewer']}: {decision['note'] or ''}",
-            markup=False,
+            f"{_safe(decision['reviewer'])}: {_safe(decision['note'] or '', multiline=True)}"
         )
+
+
+def _safe(value: object, multiline: bool = False) -> str:
+    """Untrusted text for a rich console: control and bidi characters as visible escapes,
+    and `[...]` as text, not markup."""
+    return escape(printable(value, multiline))
 
 
 def _print_members(console: Console, entry: dict, labels: list[dict]) -> None:
@@ -131,22 +142,21 @@ def _print_members(console: Console, entry: dict, labels: list[dict]) -> None:
     for member in review_queue.members(entry):
         kept = "kept (this item)" if member.get("record_id") == entry["record_id"] else ""
         shown = member.get("label")
-        members.add_row(
-            str(member.get("record_id")),
-            str(member.get("source")),
-            "(no label)" if shown is None else str(shown),
+        members.add_row(  # a table's cells are markup
+            _safe(member.get("record_id")),
+            _safe(member.get("source")),
+            "(no label)" if shown is None else _safe(shown),
             kept,
         )
     console.print(members)
     listed, total = len(review_queue.members(entry)), review_queue.members_total(entry)
     if total > listed:
         console.print(f"  the first {listed} of {total} members")
-    console.print(f"  {'labels':<20} {review_queue.member_labels(entry)}", highlight=False)
+    console.print(f"  {'labels':<20} {_safe(review_queue.member_labels(entry))}")
     for row in labels:
         console.print(
-            f"  labelled {row['label']} by {row['reviewer']} at {row['labelled_at']:%Y-%m-%d %H:%M}",
-            markup=False,
-            highlight=False,
+            f"  labelled {_safe(row['label'])} by {_safe(row['reviewer'])} at "
+            f"{row['labelled_at']:%Y-%m-%d %H:%M}"
         )
 
 
@@ -164,6 +174,7 @@ def _decide(
 
     if not reviewer.strip():
         fail("a decision needs the reviewer's name (--reviewer NAME)")
+    checked(review_queue.checked_note, note)
     catalog = open_catalog(workdir, config)
     for item_id in ids:  # every id must exist, and take the label, before any item is decided
         entry = checked(review_queue.item, catalog, item_id)
@@ -174,7 +185,7 @@ def _decide(
         outcome = checked(review_queue.decide, catalog, item_id, decision, reviewer, note, label)
         if isinstance(outcome, review_queue.Conflict):
             conflicts += 1
-            stderr.print(f"[yellow]conflict:[/] {outcome.message}", highlight=False)
+            stderr.print(f"[yellow]conflict:[/] {_safe(outcome.message)}", highlight=False)
             if as_json:
                 emit({"item_id": item_id, "decided": False, "conflict": outcome.message})
         else:
@@ -182,7 +193,9 @@ def _decide(
                 dataset = review_queue.item(catalog, item_id)["dataset"]
                 approved.setdefault(dataset, []).append(item_id)
             labelled = f" with label {label}" if label is not None else ""
-            stderr.print(f"item {item_id}: {decision} by {reviewer}{labelled}", highlight=False)
+            stderr.print(
+                f"item {item_id}: {decision} by {_safe(reviewer + labelled)}", highlight=False
+            )
             if as_json:
                 labelled_json = {} if label is None else {"label": label}
                 emit({"item_id": item_id, "decided": True, "decision": decision, **labelled_json})

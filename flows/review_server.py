@@ -190,6 +190,28 @@ def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
+class OneBodyLength:
+    """Refuses (400, and closes the connection) a request that gives both a Content-Length and
+    a Transfer-Encoding: a proxy in front may frame its body by the one and this server by the
+    other, and what one of them takes for the body's end is the start of a request smuggled in
+    (RFC 9112, 6.3). uvicorn frames it by the Transfer-Encoding and passes both headers on."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        names = {name.lower() for name, _ in scope.get("headers", ())}
+        if scope["type"] == "http" and {b"content-length", b"transfer-encoding"} <= names:
+            refusal = PlainTextResponse(
+                "A request may give a Content-Length or a Transfer-Encoding, not both.",
+                status_code=400,
+                headers={**SECURITY_HEADERS, "Connection": "close"},
+            )
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def current_reviewer(request: Request) -> str:
     """The logged-in reviewer's name (a FastAPI dependency)."""
     name = request.app.state.sessions.reviewer(request.cookies.get(SESSION_COOKIE))
@@ -225,6 +247,7 @@ def create_app(
     app.state.sessions = sessions
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
+    app.add_middleware(OneBodyLength)  # added last: runs first
 
     def render(template: str, request: Request, code: int = 200, **values: Any) -> HTMLResponse:
         cookie = request.cookies.get(SESSION_COOKIE)
@@ -255,7 +278,10 @@ def create_app(
 
     @app.exception_handler(Refused)
     async def refused(request: Request, error: Refused) -> Response:
-        return render("error.html", request, error.status, message=error.message)
+        response = render("error.html", request, error.status, message=error.message)
+        if error.status == 413:  # the rest of the body is not read: end the connection
+            response.headers["Connection"] = "close"
+        return response
 
     @app.get("/healthz", response_class=PlainTextResponse)
     def healthz() -> str:
@@ -452,6 +478,7 @@ def create_app(
             review_queue.LABEL_REASONS
         )
         label = form.get("label", "").strip() if labelled else None
+        _check_note(note)
         if not note:
             outcome = "note_missing"
         elif len(note) > MAX_NOTE_CHARS:
@@ -488,6 +515,7 @@ def create_app(
             raise Refused(400, f"decision must be one of {', '.join(review_queue.DECISIONS)}")
         if reason in review_queue.LABEL_REASONS:
             raise Refused(400, "label conflicts are decided one by one: each needs its label")
+        _check_note(note)
         back = {"status": "pending", "source": source, "reason": reason}
         if not source or not reason:
             outcome, decided, conflicts = "bulk_needs_filter", [], []
@@ -531,12 +559,19 @@ def _own_origin(request: Request) -> bool:
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """An urlencoded form body (the first value of each field), after the origin check."""
+    """An urlencoded form body (the first value of each field), after the origin check. A body
+    over MAX_FORM_BYTES is refused by its Content-Length before any of it is read, or, sent in
+    chunks, as soon as what was read passes the limit."""
     if not _own_origin(request):
         raise Refused(403, "This form was posted from another site; nothing was done.")
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_FORM_BYTES:
         raise Refused(413, "The form is too large.")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise Refused(413, "The form is too large.")
     try:  # strict: a note of bytes that are not UTF-8 is refused, not stored altered
         fields = parse_qs(
             body.decode("utf-8"), keep_blank_values=True, max_num_fields=20, errors="strict"
@@ -546,6 +581,13 @@ async def _form(request: Request) -> dict[str, str]:
     except ValueError as error:
         raise Refused(400, "The form could not be read.") from error
     return {name: values[0] for name, values in fields.items()}
+
+
+def _check_note(note: str) -> None:
+    try:
+        review_queue.checked_note(note)
+    except DataError as error:
+        raise Refused(400, f"Not decided: {error}.") from error
 
 
 def _item(catalog: Catalog, item_id: int | str) -> dict[str, Any]:
