@@ -367,9 +367,10 @@ def to_records(
             "line" if source.format in ("jsonl", "debian_changelog") else "row"
         ),
     ]
-    bounds = [pl.lit(when.isoformat()).alias(name) for name, when in zip(
-        ("earliest", "latest"), timestamp_bounds or (), strict=True
-    )]  # fmt: skip
+    bounds = [
+        pl.lit(when.isoformat()).alias(name)
+        for name, when in zip(("earliest", "latest"), timestamp_bounds, strict=True)
+    ] if timestamp_bounds else []  # fmt: skip
     evidence = (
         pl.when((pl.col("_error") == reasons.TEXT_TOO_LONG) & pl.col("text").is_not_null())
         .then(pl.struct(*where, pl.col("text").str.len_chars().alias("chars")).struct.json_encode())
