@@ -187,3 +187,41 @@ def test_an_export_of_a_withdrawn_version_is_refused_through_the_catalog(project
     project.catalog.withdraw(project.dataset_hash, "a deletion request")
     with pytest.raises(DataError, match=r"withdrawn \(a deletion request\)"):
         TokenShards(tokens.out, workdir=project.workdir).tokens("test")
+
+
+def test_catalog_verify_names_a_shard_the_manifest_and_catalog_disagree_on(project):
+    manifest = manifest_of(project)
+    shard = manifest["shards"][0]
+    shard["sha256"] = "0" * 64
+    write_manifest(project, manifest)
+    result = CliRunner().invoke(app, ["catalog", "verify", project.dataset_hash[:12], "--workdir", str(project.workdir)])  # fmt: skip
+    assert result.exit_code == 1
+    assert f"{shard['path']}: manifest and catalog disagree" in result.stderr.replace("\n", "")
+
+
+def test_a_changed_shard_byte_is_refused_by_default_and_by_a_run_reading_its_parent(project):
+    """Readers verify shards unless told not to, and a run re-hashes its parent's shards."""
+    from flows.curate import plan_run
+    from pipeline.config import load_run_config
+
+    shard = manifest_of(project)["shards"][0]["path"]
+    data = bytearray((project.version_path / shard).read_bytes())
+    data[100] ^= 0xFF
+    (project.version_path / shard).write_bytes(bytes(data))
+    with pytest.raises(DataError, match=f"{shard}: sha256 mismatch"):
+        open_version(project.workdir, "sms", project.dataset_hash)
+    with pytest.raises(DataError, match=f"{shard}: sha256 mismatch"):
+        plan_run(load_run_config(project.config), project.catalog)
+
+
+def test_the_dataset_hash_covers_every_part_it_names(project):
+    manifest = manifest_of(project)
+    original = recomputed_hash(manifest)
+    assert original == project.dataset_hash
+    for path, value in [(("shards", 0, "sha256"), "0" * 64), (("shards", 0, "path"), "data/x.parquet"), (("config_hash",), "0" * 64), (("split_membership", "test"), "0" * 64), (("schema", 0, "name"), "renamed")]:  # fmt: skip
+        changed = json.loads(json.dumps(manifest))
+        holder = changed
+        for key in path[:-1]:
+            holder = holder[key]
+        holder[path[-1]] = value
+        assert recomputed_hash(changed) != original, path
