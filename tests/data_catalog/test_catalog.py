@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from helpers import stage_version as stage
 from sqlalchemy import inspect
+from sqlalchemy.exc import IntegrityError
 
 from data_catalog import tables
 from data_catalog.catalog import Catalog, open_version
@@ -30,10 +31,21 @@ def test_migrations_create_the_tables_the_queries_use(tmp_path):
     Catalog.open(tmp_path)  # migrating again is a no-op
 
 
-def test_commit_moves_the_folder_then_writes_rows(tmp_path, sms_spam):
+def test_commit_moves_the_folder_then_writes_rows(tmp_path, sms_spam, monkeypatch):
     staged, cfg = stage(tmp_path, sms_spam)
     catalog = Catalog.open(tmp_path / "work")
+    final = catalog.workdir / "datasets" / "sms" / staged.dataset_hash
+    seen = {}
+    insert = catalog._insert_version
+
+    def held_before_the_row(*args, **kwargs):  # the moment between the folder and the row
+        seen["folder"] = sorted(p.relative_to(final).as_posix() for p in final.rglob("*.json"))
+        seen["rows"] = catalog.versions()
+        return insert(*args, **kwargs)
+
+    monkeypatch.setattr(catalog, "_insert_version", held_before_the_row)
     version, created = catalog.commit(staged, cfg.source_list)
+    assert seen == {"folder": ["manifest.json"], "rows": []}  # folder complete, no row yet
     assert created and not staged.path.exists()
     assert version.path == f"datasets/sms/{staged.dataset_hash}" and version.records == 300
     assert catalog.latest("sms") == version
@@ -68,7 +80,7 @@ def test_a_failed_catalog_write_leaves_no_version(tmp_path, sms_spam):
     broken = copy.deepcopy(staged.manifest)
     broken["shards"].append(broken["shards"][0])  # violates unique (dataset_hash, path)
     catalog = Catalog.open(tmp_path / "work")
-    with pytest.raises(Exception, match="(?i)unique"):
+    with pytest.raises(IntegrityError, match="(?i)unique"):
         catalog.commit(StagedVersion(staged.path, broken, staged.events), cfg.source_list)
     assert catalog.versions() == [] and catalog.latest("sms") is None
     with pytest.raises(DataError, match="has no published version yet"):

@@ -6,6 +6,8 @@ on `postgresql` (a fresh database of a real server per test)."""
 from __future__ import annotations
 
 import copy
+import fcntl
+import hashlib
 import json
 import os
 import subprocess
@@ -272,25 +274,55 @@ def test_the_url_argument_wins_over_the_environment(tmp_path, monkeypatch):
     assert catalog.workdir == (tmp_path / "work").resolve()
 
 
+def held_by_someone(catalog: Catalog, key: str) -> bool:
+    """Whether the lock `key` is held: a non-blocking try from a session (or file handle) of
+    our own, which cannot wait and so cannot race."""
+    if catalog.engine.dialect.name == "postgresql":
+        with catalog.engine.connect() as connection:
+            got = connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": advisory_key(key)}).scalar()  # fmt: skip
+            if got:
+                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": advisory_key(key)})
+            return not got
+    path = catalog.workdir / f"{key}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
 def test_exclusive_blocks_the_same_key_only(tmp_path):
-    # a stable 64-bit key, the same in every process (not Python's salted hash())
-    assert advisory_key("migrations") == -4057525124088543943
+    # a stable 64-bit key, the same in every process (not Python's salted hash()): the first
+    # eight bytes of sha256("thresher:migrations"), signed
+    digest = hashlib.sha256(b"thresher:migrations").digest()
+    assert advisory_key("migrations") == int.from_bytes(digest[:8], "big", signed=True)
     one, two = Catalog.open(tmp_path), Catalog.open(tmp_path)
+    key = "datasets/sms/.commit"
     events: list[str] = []
+    asking, inside = threading.Event(), threading.Event()
 
     def second_holder():
-        with two._exclusive("datasets/sms/.commit"):
+        asking.set()
+        with two._exclusive(key):
             events.append("second in")
+            inside.set()
 
-    with one._exclusive("datasets/sms/.commit"):
+    with one._exclusive(key):
+        assert held_by_someone(one, key) and not held_by_someone(one, "datasets/other/.commit")
         with two._exclusive("datasets/other/.commit"):  # another key: not blocked
             events.append("other key")
         waiting = threading.Thread(target=second_holder)
         waiting.start()
-        time.sleep(0.3)
+        assert asking.wait(30)
+        assert not inside.wait(0.2)  # a sign only; the lock's holding is checked above
         events.append("first out")
+    assert inside.wait(30)
     waiting.join(timeout=30)
     assert events == ["other key", "first out", "second in"]
+    assert not held_by_someone(one, key)
 
 
 # two writers at once, in separate processes ----------------------------------------------------

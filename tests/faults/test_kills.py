@@ -166,7 +166,9 @@ def test_kills_a_full_disk_and_runs_at_once_leave_every_version_whole_with_its_r
     assert [run["status"] for run in runs[-2:]] == ["succeeded"] * 2
     failed = [run for run in runs if run["status"] == "failed"]
     interrupted = [run for run in failed if "interrupted: its process ended" in run["error"]]
-    assert len(interrupted) >= 2 and len(failed) == len(interrupted) + 1  # + the full disk
+    # before commit, after commit and on Dask each kill a run with a row; a random moment may
+    # come before the row is written
+    assert len(interrupted) >= 3 and len(failed) == len(interrupted) + 1  # + the full disk
     assert leftovers(workdir) == []
 
 

@@ -17,6 +17,7 @@ from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write
 from data_catalog.catalog import Catalog
 from pipeline.config.train import TrainConfig
 from pipeline.core import ledger, reasons
+from pipeline.core.errors import DataError
 from pipeline.publish.reader import read_version
 from training.data import check_features, open_training_version
 
@@ -157,7 +158,7 @@ def test_data_quality_end_to_end(project, tmp_path):
     opened = open_training_version(tmp_path / "work", "test-set", "latest")
     check_features(opened, TrainConfig(features=["channel"]))
     for feature, message in (("resolution", "known_after_outcome"), ("colour", "not a field")):
-        with pytest.raises(Exception, match=message):
+        with pytest.raises(DataError, match=message):
             check_features(opened, TrainConfig(features=[feature]))
 
     # adjudication: the reviewer's label is what the next run publishes

@@ -231,7 +231,6 @@ def test_errors_exit_2_with_a_message(tmp_path, monkeypatch, sms_texts, args, me
 
 
 def test_minhash_finds_edited_copies_of_real_messages(tmp_path, near_copies):
-    pytest.importorskip("pipeline.dedup.near")
     texts, expected = near_copies
     path = write_jsonl(tmp_path / "near.jsonl", [{"text": text} for text in texts])
 
@@ -252,7 +251,6 @@ def test_minhash_finds_edited_copies_of_real_messages(tmp_path, near_copies):
 
 
 def test_all_points_a_chain_at_the_row_finally_kept(tmp_path, monkeypatch, near_copies):
-    pytest.importorskip("pipeline.dedup.near")
     monkeypatch.delitem(dedup_cli.METHODS, "semantic")  # no model: exact, then minhash
     texts, _ = near_copies
     edited = texts[0] + " ok"
@@ -270,7 +268,6 @@ def test_all_points_a_chain_at_the_row_finally_kept(tmp_path, monkeypatch, near_
 
 
 def test_semantic_on_a_small_input(tmp_path, near_copies):
-    pytest.importorskip("pipeline.dedup.semantic")
     texts, _ = near_copies
     rows = [texts[0], texts[1], texts[0] + " ok"]
     path = write_jsonl(tmp_path / "small.jsonl", [{"text": text} for text in rows])
@@ -286,7 +283,6 @@ def test_semantic_on_a_small_input(tmp_path, near_copies):
 def test_keep_longest_keeps_the_longer_copy_and_names_the_cluster_by_its_first_row(
     tmp_path, near_copies
 ):
-    pytest.importorskip("pipeline.dedup.near")
     texts, _ = near_copies
     rows = [texts[0], texts[1], texts[0] + " see you soon"]
     path = write_jsonl(tmp_path / "keep.jsonl", [{"text": text} for text in rows])

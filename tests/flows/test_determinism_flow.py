@@ -93,4 +93,5 @@ def test_another_layout_publishes_the_same_records_in_the_same_splits(runs):
     # the same kept record and cluster for every duplicate; every column but location equal
     assert found.drop("location").equals(expected.drop("location"))
     assert not found["location"].equals(expected["location"])
+    assert other["dataset_hash"] != first["dataset_hash"]  # location is published: so hashed
     assert decisions(other["paths"]["ledger"]).equals(decisions(first["paths"]["ledger"]))

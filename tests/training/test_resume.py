@@ -188,7 +188,7 @@ def test_checkpoints_load_as_plain_tensors_and_hold_every_state(project, crashed
     moments = state["optimizer"]["state"]
     assert len(moments) == len(state["model"])  # one per parameter (the output is tied)
     assert all(float(moment["step"]) == 10 for moment in moments.values())
-    assert state["scaler"] == {} or "scale" in state["scaler"]
+    assert state["scaler"] == {}  # a CPU run scales no loss
     (rng,) = state["rng"]  # one per rank
     assert {"python", "numpy", "torch", "cuda"} <= rng.keys()
     assert rng["torch"].dtype == torch.uint8

@@ -82,7 +82,10 @@ def test_two_processes_train_one_model(tmp_path, sms_spam):
     assert plan["steps"]["per_epoch"] == 11
     assert manifest["metrics"]["steps"] == 12 and manifest["metrics"]["epochs_completed"] == 1
     assert manifest["dataset"]["hash"] == project.dataset_hash
-    assert project.catalog.version(project.dataset_hash).dataset_hash == project.dataset_hash
+    # one catalog row for the whole group of ranks, naming that version and both ranks
+    (row,) = training_runs.runs(project.catalog)
+    assert (row["dataset_hash"], row["world_size"], row["status"]) == (project.dataset_hash, 2, "completed")  # fmt: skip
+    assert row["manifest_sha256"] == file_sha256(manifest_path)
 
     files = [manifest["model"], *manifest["checkpoints"]]
     assert {f["path"] for f in manifest["checkpoints"]} == {

@@ -64,10 +64,12 @@ def test_live_rows_show_done_of_total_and_end_ticked():
     assert [task.description for task in display.bars.tasks] == ["✓ near_dedup (180 records out)"]
 
 
-def test_without_a_display_progress_is_silent_and_free():
+def test_without_a_display_progress_is_silent_and_free(capfd):
     assert not progress.shown_anywhere()
     progress.start("x", 3)
     progress.advance("x", 1)
     progress.finish("x")
     with progress.progress("loop", 2) as advance:
         advance(2)
+    assert capfd.readouterr() == ("", "")  # silent
+    assert not progress.shown_anywhere()  # and nothing was set up to say it later

@@ -45,7 +45,9 @@ def test_real_sms_duplicates_collapse_to_one_record_each(tmp_path, sms_spam):
     assert set(pointers["kept"]) <= set(kept["record_id"])
 
 
-def test_keep_rule_prefers_earliest_then_longest_then_lowest_id(tmp_path):
+def test_keep_rule_prefers_earliest_then_lowest_id(tmp_path):
+    """Exact copies share their text, so `longest_text` never decides between them (the near
+    duplicate tests show it deciding): the earliest timestamp does, then the lowest id."""
     _, ctx = context(tmp_path)
     early, late = datetime(2020, 1, 1, tzinfo=UTC), datetime(2021, 1, 1, tzinfo=UTC)
     rows = [

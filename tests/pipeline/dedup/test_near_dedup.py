@@ -112,7 +112,20 @@ def test_edited_copies_of_real_text_are_found_and_different_texts_are_not(
     assert {record.split("-", 1)[1] for record, _ in above} == {
         "insertion", "deletion", "reordered_lines", "whitespace_and_case"
     }  # fmt: skip
-    assert all(record in found or origin in found for record, origin in above)
+
+    # one copy of each origin survives: its variants are dropped, or it is and one of them is
+    # kept. LSH finds a pair with a probability that rises with its similarity (a pair at 0.87
+    # is missed about once in ten), so this holds exactly where every variant is at 0.9 or
+    # more, and for nearly all groups down to the threshold
+    def extra_survivors(floor: float) -> int:
+        groups: dict[str, set[str]] = {}
+        for record, origin, similarity in variants:
+            if similarity >= floor:
+                groups.setdefault(origin, {origin}).add(record)
+        return sum(len(group - set(found)) - 1 for group in groups.values())
+
+    assert extra_survivors(0.9) == 0
+    assert extra_survivors(0.8) <= 0.05 * len(above)
     # ... and the originals are never dropped for each other: they are different texts
     originals = {row["record_id"] for row in rows if row["record_id"].startswith("a")}
     dropped_originals = originals & set(found)
@@ -124,6 +137,7 @@ def test_edited_copies_of_real_text_are_found_and_different_texts_are_not(
             reference_shingles(texts[record]), reference_shingles(texts[evidence["duplicate_of"]])
         )
         assert evidence["similarity"] == pytest.approx(exact, abs=1e-4)
+        assert exact >= 0.8 - 1e-9  # the threshold
     assert (
         result.stats["dropped"]
         == len(found)
