@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import polars as pl
+import polars_hash as plh
 
 from pipeline.core import reasons
 from pipeline.core.errors import AccountingError
@@ -90,8 +91,13 @@ def counts_by_reason(ledger: pl.LazyFrame, terminal: bool) -> dict[str, dict[str
     return by_action
 
 
-def check_accounting(ledger: pl.LazyFrame, records_in: int, generated: int = 0) -> dict[str, int]:
-    """Fail loudly unless in + generated = published + dropped + quarantined, once per record."""
+def check_accounting(
+    ledger: pl.LazyFrame, records_in: int, generated: int = 0, ids_in: int | None = None
+) -> dict[str, int]:
+    """Fail loudly unless in + generated = published + dropped + quarantined, once per record.
+    With `ids_in`, the `ids_digest` of every record read in, the terminal events must name
+    exactly those records and the generated ones: equal counts do not hide a record lost by
+    one stage and another made up by a later one."""
     terminal = ledger.filter(pl.col("terminal"))
     summary = terminal.select(
         pl.len().alias("events"),
@@ -120,4 +126,19 @@ def check_accounting(ledger: pl.LazyFrame, records_in: int, generated: int = 0) 
             f"{totals['quarantined']} quarantined = {totals['records']}; a stage lost or "
             "invented records — look at the last stage that ran"
         )
+    if ids_in is not None:
+        made = ids_digest(ledger.filter(pl.col("action") == reasons.GENERATED))
+        if ids_digest(terminal) != ids_in ^ made:
+            raise AccountingError(
+                f"the {totals['records']} records with a fate are not the records read in and "
+                "generated, though as many: a stage lost records and a later one made some "
+                "up — compare the stages' record ids around the last one that changed"
+            )
     return {action: totals[action] for action in reasons.TERMINAL_ACTIONS}
+
+
+def ids_digest(frame: pl.LazyFrame) -> int:
+    """The XOR of the xxh3-64 of every record_id in `frame`: a digest of a set of ids (each
+    once) that parts compute apart and combine with `^`, in bounded memory."""
+    digest = frame.select(plh.col("record_id").nchash.xxh3_64().bitwise_xor()).collect().item()
+    return int(digest or 0)

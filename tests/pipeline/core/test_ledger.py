@@ -55,6 +55,21 @@ def test_generated_records_count_on_the_input_side():
     assert ledger.check_accounting(log, records_in=1, generated=1)["published"] == 2
 
 
+def test_a_record_lost_and_another_invented_fail_though_the_counts_agree():
+    log = events(
+        ("a", reasons.PUBLISHED),
+        ("x", reasons.DROPPED),  # x was never read in; b, which was, has no fate
+        ("g", reasons.GENERATED),
+        ("g", reasons.PUBLISHED),
+    )
+    read_in = ledger.ids_digest(pl.LazyFrame({"record_id": ["a", "b"]}))
+    assert ledger.check_accounting(log, records_in=2, generated=1)["published"] == 2  # counts
+    with pytest.raises(AccountingError, match="not the records read in and generated"):
+        ledger.check_accounting(log, records_in=2, generated=1, ids_in=read_in)
+    fair = ledger.ids_digest(pl.LazyFrame({"record_id": ["x", "a"]}))  # any order
+    assert ledger.check_accounting(log, records_in=2, generated=1, ids_in=fair)["dropped"] == 1
+
+
 def test_parts_are_consolidated_in_stage_order(tmp_path):
     parts = tmp_path / "parts"
     ledger.write_part(events(("b", reasons.PUBLISHED)).collect(), parts, "2-later")
