@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import urllib.error
@@ -58,7 +59,7 @@ def report_failure(flow_name: str, flow_run, state) -> dict[str, Any]:
         "dataset": cfg.name if cfg else None,
     }
     workdir = cfg.workdir if cfg else os.environ.get("THRESHER_WORKDIR")
-    return _deliver(alert, cfg, _catalog(workdir))
+    return _deliver(alert, cfg, lambda: _catalog(workdir), workdir)
 
 
 def report_interrupted(cfg, catalog, flow_run_id: str, reason: str) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def report_interrupted(cfg, catalog, flow_run_id: str, reason: str) -> dict[str,
         "config_path": None,
         "dataset": cfg.name,
     }
-    return _deliver(alert, cfg, catalog)
+    return _deliver(alert, cfg, lambda: catalog, cfg.workdir)
 
 
 def _catalog(workdir: str | None):
@@ -85,9 +86,14 @@ def _catalog(workdir: str | None):
     return Catalog.open(workdir or "work")
 
 
-def _deliver(alert: dict[str, Any], cfg, catalog) -> dict[str, Any]:
-    """Send the alert to the config's receivers (else the worker's), record it, return it."""
+def _deliver(alert: dict[str, Any], cfg, catalog_of, workdir: str | None) -> dict[str, Any]:
+    """Send the alert to the config's receivers (else the worker's), record it in the catalog
+    (`catalog_of()`), return it. A work folder that cannot take the record (the full disk the
+    run may have failed on) costs the record, said in one line, not the alert."""
+    from prefect.logging import get_logger
+
     from data_catalog import failures
+    from flows.work_folder import explain
     from pipeline.config import AlertsConfig
 
     alert = {**alert, "reason": masked(alert["reason"])[:MAX_REASON]}
@@ -98,16 +104,25 @@ def _deliver(alert: dict[str, Any], cfg, catalog) -> dict[str, Any]:
         command=alerts.command or shlex.split(os.environ.get(ALERT_COMMAND_ENV, "")),
         timeout=alerts.timeout_s,
     )
-    if catalog is None:
-        from prefect.logging import get_logger
-
-        get_logger("thresher.alerts").warning(
-            "failure of flow run %s not recorded: no config and no THRESHER_WORKDIR or "
-            "THRESHER_CATALOG_URL name a catalog",
+    try:
+        catalog = catalog_of()
+        if catalog is None:
+            get_logger("thresher.alerts").warning(
+                "failure of flow run %s not recorded: no config and no THRESHER_WORKDIR or "
+                "THRESHER_CATALOG_URL name a catalog",
+                alert["flow_run_id"],
+            )
+        else:
+            fields = {k: v for k, v in alert.items() if k != "event"}
+            failures.record(catalog, **fields, alerts=answers)
+    except Exception as error:
+        if (fault := explain(error, workdir)) is None:
+            raise
+        get_logger("thresher.alerts").error(
+            "failure of flow run %s not recorded in the catalog: %s",
             alert["flow_run_id"],
+            re.split(r": |; ", fault, maxsplit=1)[0],  # what, not what to do: the run says it
         )
-    else:
-        failures.record(catalog, **{k: v for k, v in alert.items() if k != "event"}, alerts=answers)
     return {**alert, "alerts": answers}
 
 

@@ -7,7 +7,6 @@ clean, 1 findings (e.g. a shard that fails verification), 2 error.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import sys
@@ -99,19 +98,14 @@ def main() -> None:
     """Console entry point: any error the commands do not explain still exits 2, not 1."""
     try:
         app()
-    except OSError as error:
-        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
-            _unexpected(error)
-        where = f" holding {error.filename}" if error.filename else ""
-        stderr.print(
-            f"[bold red]error:[/] no space left on the device{escape(where)}: free some, or "
-            "move the work folder (or publish.location) to a larger disk, and run again; a "
-            "failed run publishes nothing and the next run resumes it",
-            highlight=False,
-        )
-        sys.exit(2)
     except Exception as error:  # noqa: BLE001 — the last line of defence, reported plainly
-        _unexpected(error)
+        from flows.work_folder import explain
+
+        message = explain(error, None)  # a full or read-only disk
+        if message is None:
+            _unexpected(error)
+        stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+        sys.exit(2)
 
 
 def _unexpected(error: Exception) -> None:
@@ -152,28 +146,45 @@ def run(
 ) -> None:
     """Curate a run config's sources into a new dataset version (nothing to do when nothing
     changed since the latest version was built: --force runs anyway)."""
+    from flows import work_folder
+    from flows.config_secrets import refuse_stored_credentials
     from pipeline.config import load_run_config
 
     try:
         cfg = load_run_config(config)  # a bad config fails here, before Prefect starts
+        refuse_stored_credentials(cfg, config)
     except ThresherError as error:
         fail(str(error))
     say = _sayer(quiet)
     say(
         f"{cfg.name}: {config} is valid; {len(cfg.source_list)} source(s), work folder {cfg.workdir}"
     )
+    setting = f"workdir in {config}"
     try:
+        work_folder.check(Path(cfg.workdir), setting)
         summary = None if force or resume else _unchanged(cfg)
         if summary is None:
-            with orchestrated(say, quiet, verbose):
+            with orchestrated(say, quiet, verbose, Path(cfg.workdir)):
                 from flows.curate import curate
 
                 summary = curate(str(config), resume=resume, force=force)
     except ThresherError as error:
         fail(str(error))
+    except Exception as error:
+        _fail_on_work_folder_fault(error, Path(cfg.workdir), setting)
+        raise
     if as_json:
         emit(summary)
     _print_summary(summary, human(as_json))
+
+
+def _fail_on_work_folder_fault(error: Exception, workdir: Path, setting: str) -> None:
+    """Exit 2 saying what to do when the error is a full, read-only or forbidden work folder
+    (or a file in its place); return otherwise."""
+    from flows.work_folder import explain
+
+    if (message := explain(error, workdir, setting)) is not None:
+        fail(message)
 
 
 def _sayer(quiet: bool):
@@ -203,11 +214,32 @@ def _unchanged(cfg) -> dict[str, Any] | None:
     return previous | {"unchanged_since": previous["run_id"]}
 
 
+class _ExplainedErrors(logging.Filter):
+    """Keeps Prefect's report of an error the command explains itself (a ThresherError, a
+    work-folder fault) off the console: its traceback would bury the message that says what
+    to do. The Prefect UI keeps it, and --verbose shows it."""
+
+    def __init__(self, workdir: Path | None):
+        super().__init__()
+        self.workdir = workdir
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from flows.work_folder import explain
+
+        if record.getMessage().startswith("Finished in state Failed"):
+            return False  # a task's or flow's end: the command's error says why
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None:
+            return True
+        return not (isinstance(error, ThresherError) or explain(error, self.workdir))
+
+
 @contextmanager
-def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
+def orchestrated(say, quiet: bool, verbose: bool, workdir: Path | None = None) -> Iterator[None]:
     """Flows of this process report to a Prefect server that is up (flows/server.py), with
     progress on stderr: a live display on a terminal, plain lines elsewhere; Prefect's own
-    console logs only with --verbose (they are in the Prefect UI either way)."""
+    console logs only with --verbose (they are in the Prefect UI either way), and without it
+    no traceback of an error the command explains (in `workdir`, for work-folder faults)."""
     from flows.server import ensure_server, sweep_orphaned_temporary_servers
 
     if stopped := sweep_orphaned_temporary_servers():
@@ -219,12 +251,15 @@ def orchestrated(say, quiet: bool, verbose: bool) -> Iterator[None]:
     # only the console's copy: the Prefect UI still gets every log line
     consoles = [h for h in logging.getLogger().handlers if isinstance(h, PrefectConsoleHandler)]
     levels = [handler.level for handler in consoles]
+    explained = _ExplainedErrors(workdir)
     if not verbose:
         for handler in consoles:
             handler.setLevel(logging.WARNING)
+            handler.addFilter(explained)
     with ExitStack() as stack:
         for handler, level in zip(consoles, levels, strict=True):
             stack.callback(handler.setLevel, level)
+            stack.callback(handler.removeFilter, explained)
         stack.enter_context(progress_shown(quiet))
         yield
 
@@ -382,11 +417,19 @@ def _print_data_quality(summary: dict[str, Any], out: Console) -> None:
 
 @config_app.command("validate")
 def config_validate(file: Path, as_json: JsonOption = False) -> None:
-    """Validate a run config and its sources; explain every problem with file and line."""
+    """Validate a run config and its sources; explain every problem with file and line.
+    Count the files each source location matches (a listing past its bounds is an error)."""
+    from flows.config_secrets import refuse_stored_credentials
     from pipeline.config import config_hash, load_run_config
+    from pipeline.ingest.source_files import location_files
 
     try:
         cfg = load_run_config(file)
+        refuse_stored_credentials(cfg, file)
+        files = {
+            source.name: {where: len(location_files(source, where)) for where in source.patterns}
+            for source in cfg.source_list
+        }
     except ThresherError as error:
         fail(str(error))
     if as_json:
@@ -396,11 +439,21 @@ def config_validate(file: Path, as_json: JsonOption = False) -> None:
                 "name": cfg.name,
                 "config_hash": config_hash(cfg),
                 "sources": [s.name for s in cfg.source_list],
+                "files": files,
             }
         )
     stderr.print(
         f"{file}: valid — dataset {cfg.name!r}, {len(cfg.source_list)} source(s), config hash {config_hash(cfg)[:12]}"
     )
+    for name, counts in files.items():
+        for where, count in counts.items():
+            line = f"source {name}: {count:,} {'file matches' if count == 1 else 'files match'} {where}"
+            if count:
+                stderr.print(escape(line), highlight=False)
+            else:
+                stderr.print(
+                    f"[yellow]warning:[/] {escape(line)}; a run stops there", highlight=False
+                )
 
 
 @app.command()
@@ -424,13 +477,19 @@ def demo(
     verbose: VerboseOption = False,
 ) -> None:
     """Curate real public data (SMS Spam Collection, Debian changelogs) end to end."""
+    from flows import work_folder
     from flows.demo import run_demo
 
+    workdir, setting = directory / "work", "the demo's DIRECTORY argument"
     try:
-        with orchestrated(_sayer(quiet), quiet, verbose):
+        work_folder.check(workdir, setting)
+        with orchestrated(_sayer(quiet), quiet, verbose, workdir):
             summary, trained = run_demo(directory)
     except ThresherError as error:
         fail(str(error))
+    except Exception as error:
+        _fail_on_work_folder_fault(error, workdir, setting)
+        raise
     _print_summary(summary, stdout)
     print_train_summary(trained, stdout)
 

@@ -20,6 +20,7 @@ from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from pipeline.core.errors import ThresherError
+from pipeline.core.terminal import printable
 
 
 class _Console(Console):
@@ -76,7 +77,11 @@ def progress_shown(quiet: bool) -> Iterator[None]:
 
 
 def fail(message: str, code: int = 2) -> None:
-    stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    # a message may quote a file's field names or rows: no control sequences, no markup
+    from flows.config_secrets import masked_message
+
+    shown = printable(masked_message(message), multiline=True)
+    stderr.print(f"[bold red]error:[/] {escape(shown)}", highlight=False)
     raise typer.Exit(code)
 
 

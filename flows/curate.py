@@ -43,9 +43,10 @@ from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog, now
 from expectations.checks import approved_records, check_governed, check_ingested, check_published
 from expectations.gates import GateFailed, GateProject, GateResult
-from flows import artifacts, unchanged
+from flows import artifacts, unchanged, work_folder
 from flows import resume as resume_steps
 from flows.alerts import on_failure, report_interrupted
+from flows.config_secrets import masked_message, refuse_stored_credentials
 from flows.report import (
     GATES_FILE,
     RUN_STEPS,
@@ -56,7 +57,7 @@ from flows.report import (
 from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
 from pipeline.core import ledger, progress, storage
 from pipeline.core.code_version import code_version
-from pipeline.core.errors import ConfigError
+from pipeline.core.errors import ConfigError, ThresherError
 from pipeline.core.resources import measured, peak_rss_mb, release_free_memory, reset_peak_rss
 from pipeline.core.schema import EvalSet
 from pipeline.ingest.stage import (
@@ -75,8 +76,12 @@ from pipeline.split.field_leakage import field_lists, single_feature_check
 from pipeline.stage import CURATE_STAGES, STAGES, Indexed, RunContext, Stage, key_partition
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
-# host, pid, process start time and Prefect flow run of the process running it, while it runs
+# host, pid, process start time and Prefect flow run of the process running it, while it runs:
+# written before the run's catalog row, removed once the row says how the run ended
 OWNER_FILE = "owner.json"
+# A `running` row without its owner file lost the file, unless it is a run this young (clocks
+# apart, or an older Thresher that removed the file just before its row was finished).
+LOST_OWNER_GRACE_S = 60.0
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -113,9 +118,7 @@ class RunPlan:
         parent_splits = None
         if with_parent and self.parent_path is not None:
             # verified in plan_run
-            parent = read_version(
-                self.parent_path, verify=False, expected_hash=self.parent_version
-            )
+            parent = read_version(self.parent_path, verify=False, expected_hash=self.parent_version)
             parent_splits = parent.membership()
         return RunContext(
             run_id=self.run_id,
@@ -145,15 +148,65 @@ def sweep_interrupted_runs(cfg: RunConfig, catalog: Catalog) -> None:
         owner = json.loads(owner_file.read_text())
         if _alive(owner):
             continue
-        resume_steps.keep_for_resume(run_dir)
-        for staging in (workdir / "datasets").glob(f"*/.staging-{run_dir.name}"):
-            _remove_partial_copy(staging, cfg, catalog)
-            shutil.rmtree(staging, ignore_errors=True)
+        _tidy_interrupted(run_dir, cfg, catalog)
         owner_file.unlink()
         if run_dir.name in running:
             reason = f"interrupted: its process ended (run {run_dir.name}, pid {owner['pid']})"
             catalog.finish_run(run_dir.name, "failed", error=reason)
             report_interrupted(cfg, catalog, owner.get("flow_run_id") or run_dir.name, reason)
+    _fail_lost_runs(cfg, catalog)
+
+
+def _fail_lost_runs(cfg: RunConfig, catalog: Catalog) -> None:
+    """A run of this dataset still `running` in the catalog without its owner file lost it
+    (deleted, alone or with its run folder): mark it failed and alert. A missing run folder
+    counts only with this work folder's own catalog: a shared catalog's run may be running in
+    another machine's work folder."""
+    runs = Path(cfg.workdir) / "runs"
+    for run in catalog.runs(cfg.name):
+        run_dir = runs / run["run_id"]
+        if run["status"] != "running" or (run_dir / OWNER_FILE).exists():
+            continue  # ended, or judged by its owner file (sweep_interrupted_runs)
+        if run_dir.is_dir():
+            if _age_s(run["started_at"]) < LOST_OWNER_GRACE_S:
+                continue
+            lost = "its owner file"
+        elif _own_catalog(catalog, cfg):
+            lost = "its run folder"
+        else:
+            continue
+        if not _running(catalog, cfg.name, run["run_id"]):
+            continue  # it ended since the list was read (and then removed its owner file)
+        _tidy_interrupted(run_dir, cfg, catalog)
+        reason = f"interrupted: its process is gone and {lost} was lost (run {run['run_id']})"
+        catalog.finish_run(run["run_id"], "failed", error=reason)
+        report_interrupted(cfg, catalog, run["run_id"], reason)
+
+
+def _tidy_interrupted(run_dir: Path, cfg: RunConfig, catalog: Catalog) -> None:
+    """Delete what an interrupted run left that holds unscreened text, and its staging."""
+    if run_dir.is_dir():
+        resume_steps.keep_for_resume(run_dir)
+    for staging in (Path(cfg.workdir) / "datasets").glob(f"*/.staging-{run_dir.name}"):
+        _remove_partial_copy(staging, cfg, catalog)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _running(catalog: Catalog, name: str, run_id: str) -> bool:
+    return any(r["run_id"] == run_id and r["status"] == "running" for r in catalog.runs(name))
+
+
+def _age_s(started_at: datetime) -> float:
+    if started_at.tzinfo is None:  # SQLite keeps the UTC time without its zone
+        started_at = started_at.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - started_at).total_seconds()
+
+
+def _own_catalog(catalog: Catalog, cfg: RunConfig) -> bool:
+    """Whether the catalog is the work folder's SQLite file (every run it lists ran here)."""
+    url = catalog.engine.url
+    own = Path(cfg.workdir).resolve() / CATALOG_FILE
+    return url.get_backend_name() == "sqlite" and Path(url.database or "").resolve() == own
 
 
 def _remove_partial_copy(staging: Path, cfg: RunConfig, catalog: Catalog) -> None:
@@ -220,12 +273,12 @@ def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = Non
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
     run_dir = Path(cfg.workdir) / "runs" / run_id
     run_dir.mkdir(parents=True)
-    (run_dir / OWNER_FILE).write_text(json.dumps(_owner()))
+    partial = run_dir / f"{OWNER_FILE}.partial"  # the sweep of a run starting now reads it
+    partial.write_text(json.dumps(_owner()))
+    partial.replace(run_dir / OWNER_FILE)
     parent = catalog.latest(cfg.name)
     if parent is not None:  # its splits decide ours: re-hash its shards once, trust nothing
-        read_version(
-            catalog.version_path(parent), verify=True, expected_hash=parent.dataset_hash
-        )
+        read_version(catalog.version_path(parent), verify=True, expected_hash=parent.dataset_hash)
     digest = config_hash(cfg)
     lock = splits.active_lock(catalog, cfg.name)
     (run_dir / "config.json").write_text(
@@ -287,7 +340,13 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
         "part_peak_rss_mb": max((task["peak_rss_mb"] for task in read), default=None),
         "finish_peak_rss_mb": finished["peak_rss_mb"],
     }
-    return {"path": str(out), "stats": stats, "records_out": _rows(str(out)), "parts": accounting}
+    return {
+        "path": str(out),
+        "stats": stats,
+        "records_out": _rows(str(out)),
+        "parts": accounting,
+        "ids_digest": finished["ids_digest"],
+    }
 
 
 @task(**TASK_OPTIONS)
@@ -296,7 +355,8 @@ def read_task(plan: RunPlan, name: str, part: IngestPart) -> dict[str, Any]:
     ledger; a retry rewrites both."""
     started = _task_start()
     source = next(s for s in plan.config.source_list if s.name == part.source)
-    rows_in, bad = read_part(part, source, plan.stage_dir(name), plan.config.ingest)
+    bounds = plan.config.gates.timestamp_bounds(plan.started_at)
+    rows_in, bad = read_part(part, source, plan.stage_dir(name), plan.config.ingest, bounds)
     ledger.write_part(bad, plan.ledger_dir, f"{STAGES[name].ledger_part}-{part.number:05d}")
     return {"records_in": rows_in, **_task_facts(started)}
 
@@ -308,7 +368,12 @@ def finish_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
     started = _task_start(global_step=True)
     events = finish(Path(folder))
     ledger.write_part(events, plan.ledger_dir, f"{STAGES[name].ledger_part}-repeats")
-    return _task_facts(started)
+    # every record read in: those kept, and those ingest gave a fate (bad rows, repeats)
+    ended = pl.scan_parquet(plan.ledger_dir / f"{STAGES[name].ledger_part}*.parquet")
+    ids_in = ledger.ids_digest(pl.scan_parquet(Path(folder) / "part-*.parquet")) ^ (
+        ledger.ids_digest(ended.filter(pl.col("terminal")))
+    )
+    return {"ids_digest": ids_in, **_task_facts(started)}
 
 
 def _check_output(plan: RunPlan, stage: Stage) -> None:
@@ -1003,11 +1068,15 @@ def _field_facts(plan: RunPlan, input_dir: Path) -> dict[str, Any]:
 
 
 @task(name="commit", task_run_name="commit", **TASK_OPTIONS)
-def commit_task(plan: RunPlan, staging_dir: str, records_in: int, generated: int) -> dict[str, Any]:
-    """Check the accounting, keep the ledger, then write the catalog row last."""
+def commit_task(
+    plan: RunPlan, staging_dir: str, records_in: int, generated: int, ids_in: int
+) -> dict[str, Any]:
+    """Check the accounting (counts and record ids), keep the ledger, then write the catalog
+    row last."""
     # the parts stay until the version is in: a run killed here is resumed from them
     ledger_path = ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet", True)
-    counts = ledger.check_accounting(pl.scan_parquet(ledger_path), records_in, generated)
+    log = pl.scan_parquet(ledger_path)
+    counts = ledger.check_accounting(log, records_in, generated, ids_in)
     staging = Path(staging_dir)
     if plan.locked_test is not None:
         published = read_version(staging, verify=False).membership().collect()
@@ -1148,7 +1217,12 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
     and its run's summary is returned (flows/unchanged.py), unless `force`. The steps an
     earlier failed run of the same inputs finished are reused (flows/resume.py); with
     `resume`, finding none is an error."""
-    cfg = load_run_config(config_path)
+    try:
+        cfg = load_run_config(config_path)
+        refuse_stored_credentials(cfg, config_path)
+    except ThresherError as error:  # Prefect stores and logs the message: no credential in it
+        raise type(error)(masked_message(str(error))) from None
+    work_folder.check(Path(cfg.workdir))  # a file, read-only or full: said before anything runs
     catalog = Catalog.open(cfg.workdir)
     previous, inputs = unchanged.check(cfg, catalog)
     if previous is not None and not (force or resume):
@@ -1211,7 +1285,9 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
             note.append(_step_note(gates[-1]))  # a few keys: no file read
         generated = stages["augment"]["stats"].get("generated", 0)
         with shown_step("commit"), measured() as steps["commit"]:
-            committed = commit_task(plan, staged["path"], records_in, generated)
+            committed = commit_task(
+                plan, staged["path"], records_in, generated, ingested["ids_digest"]
+            )
         summary = summarize(plan, records_in, committed, stats, staged)
         summary["steps"] = _with_records(steps, records_in, ingested, stages, staged)
         summary["resumed_from"] = resumed_from
@@ -1228,6 +1304,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
                 _report_failure(plan, error, records_in)
             else:  # the version is in the catalog: its report, not a failed run's
                 _report_version(plan, committed["dataset_hash"])
+        _release(plan)  # not when the row could not be finished: the next run's sweep does
         raise
     _cleanup(plan)
     counts = {
@@ -1241,6 +1318,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         created_version=summary["created"],
         counts=counts | {"reasons": summary["reasons"]},
     )
+    _release(plan)
     summary["gates"] = {
         gate["gate"]: "skipped" if gate["skipped"] else f"passed {len(gate['checks'])} checks"
         for gate in gates
@@ -1326,6 +1404,10 @@ def _cleanup(plan: RunPlan, failed: bool = False) -> None:
         resume_steps.keep_for_resume(plan.run_dir)
     else:
         resume_steps.discard(plan.run_dir)
+
+
+def _release(plan: RunPlan) -> None:
+    """The run's row says how it ended: its owner file goes (sweep_interrupted_runs)."""
     (plan.run_dir / OWNER_FILE).unlink(missing_ok=True)
 
 

@@ -58,7 +58,9 @@ def test_a_credential_in_a_file_name_is_masked_where_the_name_is_shown(tmp_path)
 def test_a_file_name_quoted_by_an_error_is_masked(tmp_path):
     project(tmp_path)
     path = tmp_path / "data" / f"creds-{KEY}.jsonl"
-    result = CliRunner().invoke(app, ["dedup", str(path), "--text-field", "nope", "--output", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        app, ["dedup", str(path), "--text-field", "nope", "--output", str(tmp_path / "out")]
+    )
     said = "".join((result.stdout + result.stderr).split())
     assert result.exit_code == 2 and KEY not in said
     assert "creds-<SECRET:aws_access_key_id>.jsonl:norowhasafield'nope'" in said
