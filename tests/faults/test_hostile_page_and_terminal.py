@@ -343,7 +343,7 @@ def test_dedup_escapes_field_names_and_file_names(tmp_path):
 
 
 def test_secrets_scan_escapes_leads_file_names_and_field_names(tmp_path):
-    secret = f'password = "{HOSTILE}Kq8vR2xLm9Zt4Wp"'
+    secret = "password = " + f'"{HOSTILE}' + "Kq8vR2xLm9Zt4Wp" + '"'  # joined: no literal secret
     rows = write_jsonl(tmp_path / f"r{HOSTILE}.jsonl", [{"text": secret}])
     found = runner.invoke(cli_app, ["secrets", "scan", str(rows), str(rows)], env=WIDE)
     assert found.exit_code == 1, found.output

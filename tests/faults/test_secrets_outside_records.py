@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import string
 from pathlib import Path
 
 import polars as pl
@@ -22,8 +23,8 @@ from pipeline.ingest.stage import ingest
 from pipeline.stage import RunContext
 
 KEY = secret_sample("aws_access_key_id", random.Random(51)).value
-PASSWORD = "Xq9vR2mT7kLpW4"
-DATABASE_URL = f"postgresql://app:{PASSWORD}@db.internal:5432/tickets"
+PASSWORD = "".join(random.Random(51).choices(string.ascii_letters + string.digits, k=14))
+DATABASE_URL = "postgresql://app:" + PASSWORD + "@db.internal:5432/tickets"  # made at run time
 
 
 def project(root: Path, **source_overrides) -> Path:
