@@ -66,10 +66,21 @@ def write_part(events_frame: pl.DataFrame, ledger_dir: Path, part: str) -> Path:
 
 
 def consolidate(ledger_dir: Path, target: Path, keep_parts: bool = False) -> Path:
-    """Join the parts of a run into one ledger file, in stage order, and remove the parts
-    (unless kept for a run that resumes this one)."""
-    parts = sorted(ledger_dir.glob("*.parquet"))
-    frame = pl.concat([pl.scan_parquet(part) for part in parts]) if parts else empty().lazy()
+    """Join the parts of a run into one ledger file, in stage order, each stage's events in
+    record-id order (a record's own events in the order its stage wrote them), whatever the
+    parts the stage ran in; remove the parts (unless kept for a run that resumes this one).
+    Each part is in record-id order (`write_part`): a stage's parts are merged, so no step
+    holds a whole stage."""
+    by_stage: dict[str, list[pl.LazyFrame]] = {}
+    for part in sorted(ledger_dir.glob("*.parquet")):  # named <stage number>-<stage>[-<part>]
+        by_stage.setdefault(part.name.split("-", 1)[0], []).append(pl.scan_parquet(part))
+    stages = []
+    for parts in by_stage.values():
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = merged.merge_sorted(part, key="record_id")
+        stages.append(merged)
+    frame = pl.concat(stages) if stages else empty().lazy()
     frame.sink_parquet(target, compression="zstd")
     if not keep_parts:
         shutil.rmtree(ledger_dir)

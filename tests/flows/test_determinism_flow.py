@@ -4,7 +4,8 @@ Thousands of edited near-copies of real SMS and changelog text (tests/near_copie
 through `thresher run` with the default config: twice in one layout (same dataset hash, same
 ledger), and once shuffled, spread over another number of files listed in reverse (the same
 records in the same splits, the same kept record for every duplicate: only `location`, which
-names file and line, differs, and with it the hash).
+names file and line, differs, and with it the hash). Each run goes through the real runner
+with another part size and number of workers.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 LICENSES = {"sms": "CC-BY-4.0", "changes": "GPL-2.0-or-later"}
 
 
-def project(root: Path, rows: dict[str, list[dict]], files: int, shuffle: bool) -> Path:
+def project(
+    root: Path, rows: dict[str, list[dict]], files: int, shuffle: bool, runner: dict
+) -> Path:
     """A project over `rows`, each source's rows in `files` jsonl files; with `shuffle` the
-    rows are shuffled and the files listed in reverse order."""
+    rows are shuffled and the files listed in reverse order; run by `runner`."""
     sources = []
     for name, source_rows in rows.items():
         if shuffle:
@@ -47,7 +50,7 @@ def project(root: Path, rows: dict[str, list[dict]], files: int, shuffle: bool) 
                 "owner": "tests",
             }
         )  # fmt: skip
-    return write_project(root, sources, name="copies", publish={"shard_rows": 400})
+    return write_project(root, sources, name="copies", publish={"shard_rows": 400}, runner=runner)
 
 
 def published(root: Path) -> pl.DataFrame:
@@ -70,14 +73,21 @@ def decisions(ledger_path: str) -> pl.DataFrame:
 def runs(tmp_path_factory, sms_spam) -> dict[str, tuple[Path, dict]]:
     rows = near_copy_rows(sms_spam)
     done = {}
-    for name, files, shuffle in [("first", 3, False), ("again", 3, False), ("other", 7, True)]:
+    # each run on the real runner with another part size and worker count: one part on two
+    # workers, parts of 700 records on one, parts of 1,100 on three
+    for name, files, shuffle, runner in [
+        ("first", 3, False, {}),
+        ("again", 3, False, {"part_rows": 700, "workers": 1}),
+        ("other", 7, True, {"part_rows": 1100, "workers": 3}),
+    ]:
         root = tmp_path_factory.mktemp(name)
-        done[name] = root, run_json(project(root, rows, files, shuffle))
+        done[name] = root, run_json(project(root, rows, files, shuffle, runner))
     return done
 
 
 def test_the_same_layout_gives_the_same_hash_and_ledger(runs):
     (_, first), (_, again) = runs["first"], runs["again"]
+    assert first["steps"]["quality"]["parts"] == 1 < 4 <= again["steps"]["quality"]["parts"]
     assert first["dedup"]["minhash"]["dropped"] > 300  # many near duplicates to decide
     assert first["dataset_hash"] == again["dataset_hash"]
     assert pl.read_parquet(first["paths"]["ledger"]).equals(

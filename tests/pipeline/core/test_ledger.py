@@ -76,3 +76,21 @@ def test_parts_are_consolidated_in_stage_order(tmp_path):
     ledger.write_part(events(("a", reasons.DROPPED)).collect(), parts, "1-first")
     target = ledger.consolidate(parts, tmp_path / "ledger.parquet")
     assert pl.read_parquet(target)["record_id"].to_list() == ["a", "b"] and not parts.exists()
+
+
+def test_a_stage_run_in_parts_gives_the_ledger_of_one_part(tmp_path):
+    """A stage's events end in record-id order however many parts it ran in (a record's own
+    events keep their order), so the ledger does not depend on the part size."""
+    rows = [(r, reasons.EDITED) for r in "fbdace"] + [(r, reasons.PUBLISHED) for r in "fbdace"]
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    ledger.write_part(events(("z", reasons.DROPPED)).collect(), whole, "01-ingest-00000")
+    ledger.write_part(events(*rows).collect(), whole, "02-govern-00000")
+    ledger.write_part(events(("z", reasons.DROPPED)).collect(), parted, "01-ingest-00000")
+    for number, ids in enumerate(("fb", "da", "ce")):
+        part = [row for row in rows if row[0] in ids]
+        ledger.write_part(events(*part).collect(), parted, f"02-govern-{number:05d}")
+    one = pl.read_parquet(ledger.consolidate(whole, tmp_path / "one.parquet"))
+    three = pl.read_parquet(ledger.consolidate(parted, tmp_path / "three.parquet"))
+    assert one.equals(three)
+    assert three["record_id"].to_list() == ["z", *[r for r in "abcdef" for _ in range(2)]]
+    assert three["action"].to_list()[1:3] == [reasons.EDITED, reasons.PUBLISHED]
