@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -51,20 +52,55 @@ def fragments(secret: str) -> list[str]:
     return [secret[i : i + 12] for i in range(start, max(start + 1, len(secret) - 11))]
 
 
+def leaked(secrets: dict[str, str], everywhere: str) -> set[str]:
+    """The kinds of secret a piece of which is in `everywhere`: one Aho-Corasick pass over
+    everything for every piece of every secret."""
+    pieces = {piece: kind for kind, value in secrets.items() for piece in fragments(value)}
+    found = pl.Series([everywhere]).str.extract_many(list(pieces), overlapping=True)[0]
+    return {pieces[piece] for piece in found}
+
+
 def searchable_text(workdir: Path) -> str:
-    """Everything the work folder holds, as text: Parquet read back, SQLite dumped."""
+    """Everything the folder holds, as text: Parquet read back, SQLite dumped, compressed
+    files decompressed (gzip, bz2, xz, zstd: their raw bytes would hide the text)."""
     chunks = []
     for path in sorted(workdir.rglob("*")):
         if path.is_dir() or path.suffix in (".lock", ".db-shm"):
             continue
         if path.suffix == ".parquet":
-            chunks.append(pl.read_parquet(path).write_csv())
+            chunks.append(parquet_text(path))
         elif path.name == "catalog.db":
             with sqlite3.connect(path) as db:
                 chunks.extend(db.iterdump())
         elif path.name != "catalog.db-wal":  # read through the dump above
-            chunks.append(path.read_bytes().decode("utf-8", errors="replace"))
+            chunks.append(decompressed(path.read_bytes()).decode("utf-8", errors="replace"))
     return "\n".join(chunks)
+
+
+def parquet_text(path: Path) -> str:
+    """A Parquet file's strings as they are (no quoting to hide a secret's quote or
+    backslash), its other columns, nested ones too, as JSON lines."""
+    frame = pl.read_parquet(path)
+    strings = [name for name, kind in frame.schema.items() if kind == pl.String]
+    chunks = ["\n".join(value for value in frame[name].to_list() if value) for name in strings]
+    rest = frame.drop(strings)
+    return "\n".join([*chunks, rest.write_ndjson() if rest.width else ""])
+
+
+def decompressed(data: bytes) -> bytes:
+    """The bytes of a gzip, bz2, xz or zstd file decompressed (by magic number), else as they
+    are."""
+    import pyarrow as pa
+
+    codecs = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ": None, b"(\xb5/\xfd": "zstd"}
+    for magic, codec in codecs.items():
+        if data.startswith(magic):
+            if codec is None:
+                import lzma
+
+                return lzma.decompress(data)
+            return pa.input_stream(pa.BufferReader(data), compression=codec).read()
+    return data
 
 
 async def prefect_logs() -> str:
@@ -79,7 +115,13 @@ async def prefect_logs() -> str:
     return "\n".join(lines)
 
 
-def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam):
+def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam, monkeypatch, capfd):
+    """On a temporary Dask cluster, whose workers' temporary folders and logs are searched
+    too."""
+    scratch = tmp_path / "tmp"  # the workers' temporary folder (Dask's spill and scratch)
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)
     config, secrets = planted_project(tmp_path, sms_spam)
     # a credential in a file's name, and one in the one config section that is never stored
     rng = random.Random(51)
@@ -88,6 +130,7 @@ def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam):
     write_jsonl(tmp_path / "data" / f"sms-creds-{secrets['file name']}.jsonl", sms_rows(sms_spam, 900, 903))  # fmt: skip
     settings = yaml.safe_load(config.read_text())
     settings["alerts"] = {"webhook": f"https://hooks.example.com/t/{secrets['alert webhook']}"}
+    settings["runner"] = {"kind": "dask", "workers": 2}
     config.write_text(yaml.safe_dump(settings, sort_keys=False))
     result = thresher("run", "--config", config, "--json")
     assert result.exit_code == 0
@@ -105,12 +148,12 @@ def test_secrets_never_appear_in_clear_outside_the_source(tmp_path, sms_spam):
     shown = [thresher("review", "show", item["id"], "--workdir", workdir) for item in items[::9]]
     assert all("<SECRET:" in page.stdout for page in shown)
     outputs = [result.stdout, result.stderr, listed.stdout, *(page.stdout for page in shown)]
-    everywhere = "\n".join([searchable_text(workdir), *outputs, asyncio.run(prefect_logs())])
+    workers = capfd.readouterr()  # what the worker processes wrote to their stdout and stderr
+    assert "dask-scratch-space" in {p.name for p in scratch.iterdir()}  # they used this folder
+    searched = [searchable_text(workdir), searchable_text(scratch), workers.out, workers.err]
+    everywhere = "\n".join([*searched, *outputs, asyncio.run(prefect_logs())])
     assert "<SECRET:github_token>" in everywhere  # the search does see the queue's text
-    pieces = {piece: kind for kind, value in secrets.items() for piece in fragments(value)}
-    # one Aho-Corasick pass over everything for every piece of every secret
-    found = pl.Series([everywhere]).str.extract_many(list(pieces), overlapping=True)[0]
-    assert {pieces[piece] for piece in found} == set()
+    assert leaked(secrets, everywhere) == set()
     assert not list(workdir.glob("runs/*/stages")) and not list(
         workdir.glob("datasets/*/.staging-*")
     )
@@ -302,7 +345,8 @@ def test_forget_rerun_affected_withdraw_and_purge(tmp_path, sms_spam):
 
 def test_a_run_that_fails_midway_keeps_no_unscreened_records(tmp_path, sms_spam, monkeypatch):
     """It keeps the governed stages' outputs for the next run to resume from
-    (tests/flows/test_resume.py), never the ingested records, which may hold secrets."""
+    (tests/flows/test_resume.py), never the ingested records, which may hold secrets: none of
+    the planted secrets is in clear in what the failed run left, its report or the logs."""
 
     def broken(*_args):
         raise RuntimeError("split broke")
@@ -311,14 +355,16 @@ def test_a_run_that_fails_midway_keeps_no_unscreened_records(tmp_path, sms_spam,
 
     # the flow looks the stage up in the registry when it runs it
     monkeypatch.setattr("pipeline.split.stage.split", broken_split)
-    write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 50))
-    config = write_project(tmp_path, [SMS_SOURCE])
+    config, secrets = planted_project(tmp_path, sms_spam)
     with pytest.raises(RuntimeError, match="split broke"):
         thresher("run", "--config", config)
     (run_dir,) = (tmp_path / "work" / "runs").iterdir()
     assert (run_dir / "ledger.parquet").exists()  # kept for diagnosis: ids and reasons only
     assert not (run_dir / "stages" / "ingest").exists()
     assert (run_dir / "stages" / "govern").is_dir()
+    everywhere = "\n".join([searchable_text(tmp_path / "work"), asyncio.run(prefect_logs())])
+    assert "split broke" in everywhere  # the search sees the failed run's report and logs
+    assert leaked(secrets, everywhere) == set()
 
 
 def test_a_withdrawn_version_is_not_published_again(tmp_path, sms_spam):
