@@ -20,8 +20,6 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-import polars as pl
-
 ALERT_WEBHOOK_ENV = "THRESHER_ALERT_WEBHOOK"
 ALERT_COMMAND_ENV = "THRESHER_ALERT_COMMAND"
 MAX_REASON = 2000
@@ -95,8 +93,9 @@ def _deliver(alert: dict[str, Any], cfg, catalog_of, workdir: str | None) -> dic
     from data_catalog import failures
     from flows.work_folder import explain
     from pipeline.config import AlertsConfig
+    from pipeline.text.secrets import masked_text
 
-    alert = {**alert, "reason": masked(alert["reason"])[:MAX_REASON]}
+    alert = {**alert, "reason": masked_text(alert["reason"])[:MAX_REASON]}
     alerts = cfg.alerts if cfg else AlertsConfig()
     answers = notify(
         alert,
@@ -155,13 +154,6 @@ def notify(
         except (OSError, subprocess.TimeoutExpired) as error:
             answers["command"] = f"error: {type(error).__name__}: {error}"
     return answers
-
-
-def masked(text: str) -> str:
-    """The text with every secret the detectors find replaced by <SECRET:type>."""
-    from pipeline.text.secrets import find_secrets, mask_secrets
-
-    return mask_secrets(text, find_secrets(pl.Series([text])).to_dicts())
 
 
 def _deployment_name() -> str | None:

@@ -76,12 +76,17 @@ def progress_shown(quiet: bool) -> Iterator[None]:
             yield
 
 
-def fail(message: str, code: int = 2) -> None:
-    # a message may quote a file's field names or rows: no control sequences, no markup
-    from flows.config_secrets import masked_message
+def for_console(value: object, multiline: bool = False) -> str:
+    """Untrusted text (a record's, a reviewer's, a file's name) for a rich console: control
+    and bidi characters as visible escapes, and `[...]` as text, not markup."""
+    return escape(printable(value, multiline))
 
-    shown = printable(masked_message(message), multiline=True)
-    stderr.print(f"[bold red]error:[/] {escape(shown)}", highlight=False)
+
+def fail(message: str, code: int = 2) -> None:
+    # a message may quote a file's field names, rows or a credential: masked and made safe
+    from pipeline.text.secrets import masked_text
+
+    stderr.print(f"[bold red]error:[/] {for_console(masked_text(message), True)}", highlight=False)
     raise typer.Exit(code)
 
 

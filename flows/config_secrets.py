@@ -50,8 +50,3 @@ def refuse_stored_credentials(cfg: RunConfig, config_path: Any = "the config") -
         "credentials from the environment (e.g. AWS_ACCESS_KEY_ID), alerts from their own "
         "section, which is never stored"
     )
-
-
-def masked_message(message: str) -> str:
-    """`message` with every credential it quotes masked (`<SECRET:type>`)."""
-    return masked_secrets(pl.Series([message], dtype=pl.String))[0]

@@ -46,7 +46,7 @@ from expectations.gates import GateFailed, GateProject, GateResult
 from flows import artifacts, unchanged, work_folder
 from flows import resume as resume_steps
 from flows.alerts import on_failure, report_interrupted
-from flows.config_secrets import masked_message, refuse_stored_credentials
+from flows.config_secrets import refuse_stored_credentials
 from flows.report import (
     GATES_FILE,
     RUN_STEPS,
@@ -74,6 +74,7 @@ from pipeline.publish.stage import ShardPlan, plan_shards, routed, staged_versio
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion
 from pipeline.split.field_leakage import field_lists, single_feature_check
 from pipeline.stage import CURATE_STAGES, STAGES, Indexed, RunContext, Stage, key_partition
+from pipeline.text.secrets import masked_text
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 # host, pid, process start time and Prefect flow run of the process running it, while it runs:
@@ -1221,7 +1222,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         cfg = load_run_config(config_path)
         refuse_stored_credentials(cfg, config_path)
     except ThresherError as error:  # Prefect stores and logs the message: no credential in it
-        raise type(error)(masked_message(str(error))) from None
+        raise type(error)(masked_text(str(error))) from None
     work_folder.check(Path(cfg.workdir))  # a file, read-only or full: said before anything runs
     catalog = Catalog.open(cfg.workdir)
     previous, inputs = unchanged.check(cfg, catalog)

@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from flows.cli_common import (
@@ -22,11 +21,11 @@ from flows.cli_common import (
     emit,
     fail,
     find_version,
+    for_console,
     open_catalog,
     stderr,
 )
 from pipeline.core.errors import ThresherError
-from pipeline.core.terminal import printable
 
 review_app = typer.Typer(help="The reviewer quarantine queue.", no_args_is_help=True)
 ReviewerOption = Annotated[
@@ -71,11 +70,11 @@ def review_list(
         table.add_row(
             str(entry["id"]),
             entry["status"],
-            _safe(entry["reason"]),
-            _safe(entry["source"]),
-            _safe(entry["record_id"][:16]),
+            for_console(entry["reason"]),
+            for_console(entry["source"]),
+            for_console(entry["record_id"][:16]),
             f"{entry['created_at']:%Y-%m-%d %H:%M}",
-            _safe(entry["reviewer"] or ""),
+            for_console(entry["reviewer"] or ""),
         )
     if not as_json:
         Console().print(table)
@@ -102,34 +101,28 @@ def review_show(
     # Every value below may come from a record or a reviewer: escaped for the terminal (no
     # control sequences) and for rich (no markup).
     console = Console(highlight=False)
-    status = _safe(f"[{entry['status']}]")
-    console.print(f"[bold]item {entry['id']}[/]  {status}  {_safe(entry['reason'])}")
+    status = for_console(f"[{entry['status']}]")
+    console.print(f"[bold]item {entry['id']}[/]  {status}  {for_console(entry['reason'])}")
     for label in ("record_id", "source", "source_content_hash", "dataset", "run_id"):
-        console.print(f"  {label:<20} {_safe(entry[label])}")
+        console.print(f"  {label:<20} {for_console(entry[label])}")
     if entry["reason"] not in review_queue.LABEL_REASONS:  # those: the members' table below
         evidence = json.dumps(json.loads(entry["evidence"] or "null"))  # \u-escaped by JSON
-        console.print(f"  {'evidence':<20} {_safe(evidence)}")
+        console.print(f"  {'evidence':<20} {for_console(evidence)}")
     for field in ("group", "label", "metadata", "adjudicated_label"):
         if entry[field]:
-            console.print(f"  {field:<20} {_safe(entry[field])}")
+            console.print(f"  {field:<20} {for_console(entry[field])}")
     if entry["reason"] in review_queue.LABEL_REASONS:
         _print_members(console, entry, labels)
     if entry["erased_by_request"] is not None:
         console.print(f"[bold]text[/] erased by deletion request {entry['erased_by_request']}")
     else:
         console.print("[bold]text[/] (secrets masked):")
-        console.print(_safe(entry["text"], multiline=True))
+        console.print(for_console(entry["text"], multiline=True))
     for decision in history:
         console.print(
             f"  {decision['decided_at']:%Y-%m-%d %H:%M:%S} {decision['decision']} by "
-            f"{_safe(decision['reviewer'])}: {_safe(decision['note'] or '', multiline=True)}"
+            f"{for_console(decision['reviewer'])}: {for_console(decision['note'] or '', multiline=True)}"
         )
-
-
-def _safe(value: object, multiline: bool = False) -> str:
-    """Untrusted text for a rich console: control and bidi characters as visible escapes,
-    and `[...]` as text, not markup."""
-    return escape(printable(value, multiline))
 
 
 def _print_members(console: Console, entry: dict, labels: list[dict]) -> None:
@@ -143,19 +136,19 @@ def _print_members(console: Console, entry: dict, labels: list[dict]) -> None:
         kept = "kept (this item)" if member.get("record_id") == entry["record_id"] else ""
         shown = member.get("label")
         members.add_row(  # a table's cells are markup
-            _safe(member.get("record_id")),
-            _safe(member.get("source")),
-            "(no label)" if shown is None else _safe(shown),
+            for_console(member.get("record_id")),
+            for_console(member.get("source")),
+            "(no label)" if shown is None else for_console(shown),
             kept,
         )
     console.print(members)
     listed, total = len(review_queue.members(entry)), review_queue.members_total(entry)
     if total > listed:
         console.print(f"  the first {listed} of {total} members")
-    console.print(f"  {'labels':<20} {_safe(review_queue.member_labels(entry))}")
+    console.print(f"  {'labels':<20} {for_console(review_queue.member_labels(entry))}")
     for row in labels:
         console.print(
-            f"  labelled {_safe(row['label'])} by {_safe(row['reviewer'])} at "
+            f"  labelled {for_console(row['label'])} by {for_console(row['reviewer'])} at "
             f"{row['labelled_at']:%Y-%m-%d %H:%M}"
         )
 
@@ -185,7 +178,7 @@ def _decide(
         outcome = checked(review_queue.decide, catalog, item_id, decision, reviewer, note, label)
         if isinstance(outcome, review_queue.Conflict):
             conflicts += 1
-            stderr.print(f"[yellow]conflict:[/] {_safe(outcome.message)}", highlight=False)
+            stderr.print(f"[yellow]conflict:[/] {for_console(outcome.message)}", highlight=False)
             if as_json:
                 emit({"item_id": item_id, "decided": False, "conflict": outcome.message})
         else:
@@ -194,7 +187,7 @@ def _decide(
                 approved.setdefault(dataset, []).append(item_id)
             labelled = f" with label {label}" if label is not None else ""
             stderr.print(
-                f"item {item_id}: {decision} by {_safe(reviewer + labelled)}", highlight=False
+                f"item {item_id}: {decision} by {for_console(reviewer + labelled)}", highlight=False
             )
             if as_json:
                 labelled_json = {} if label is None else {"label": label}

@@ -15,12 +15,10 @@ from typing import Annotated, Any
 import polars as pl
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from flows.cli_common import JsonOption, emit, fail, stderr
+from flows.cli_common import JsonOption, emit, fail, for_console, stderr
 from pipeline.core.errors import ThresherError
-from pipeline.core.terminal import printable
 
 quality_app = typer.Typer(help="Quality filters and language identification.", no_args_is_help=True)
 
@@ -129,7 +127,7 @@ def _print(measured: pl.DataFrame, key: str, as_json: bool) -> None:
             continue
         cells = (row[key], row.get("source") or "-", *(_cell(row.get(name)) for name in SHOWN))
         # a table's cells are markup; a source's name and a record's id come from outside
-        table.add_row(*(escape(printable(cell)) for cell in cells), row["reason"] or "kept")
+        table.add_row(*map(for_console, cells), row["reason"] or "kept")
     if not as_json:
         Console().print(table)
     dropped = measured.filter(pl.col("reason").is_not_null()).height

@@ -33,11 +33,9 @@ from typing import Annotated
 
 import polars as pl
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from flows.cli_common import stderr, stdout
-from pipeline.core.terminal import printable
+from flows.cli_common import for_console, stderr, stdout
 from pipeline.ingest import field_rows
 from pipeline.ingest.field_rows import field_batches
 from pipeline.ingest.files import ReadError, bad_row
@@ -80,7 +78,7 @@ def _scan_file(path: Path, text_field: str, out: Output, tally: Tally) -> None:
         tally.bytes += int(texts.str.len_bytes().sum() or 0)
         for index, why in batch.bad_rows:
             tally.bad_rows += 1
-            stderr.print(_safe(bad_row(path, index, why)), highlight=False)
+            stderr.print(for_console(bad_row(path, index, why)), highlight=False)
         findings = find_secrets(texts).with_columns(pl.col("index").cast(pl.Int64), raw=False)
         if batch.carried is not None:
             findings = _with_multi_line(findings, batch.carried, batch.texts)
@@ -153,7 +151,7 @@ def _report(path: Path, first: int, findings: pl.DataFrame, out: Output, tally: 
     for row in findings.iter_rows(named=True):
         index = f"{first + row['index']}{' (raw row)' if row['raw'] else ''}"
         cells = (index, row["type"], row["start"], row["end"], row["lead"] + "…")
-        out.table.add_row(*map(_safe, ([path] if out.show_path else []) + list(cells)))
+        out.table.add_row(*map(for_console, ([path] if out.show_path else []) + list(cells)))
 
 
 def _count(n: int, noun: str) -> str:
@@ -225,14 +223,8 @@ def scan(
 
 
 def _fail(message: str) -> None:
-    stderr.print(f"error: {_safe(message)}", highlight=False)
+    stderr.print(f"error: {for_console(message)}", highlight=False)
     raise typer.Exit(2)
-
-
-def _safe(text: object) -> str:
-    """File names, field names and leads come from the files: printed without control
-    sequences or markup."""
-    return escape(printable(text))
 
 
 # A hook that runs on a single file can also call the module directly.

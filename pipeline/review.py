@@ -23,13 +23,6 @@ def with_review_hash(records: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def masked_for_review(values: pl.Series) -> pl.Series:
-    """`values` with every secret found in them masked (`<SECRET:type>`), for review items of
-    later stages: a record a reviewer let through as a secret false positive still holds what
-    the scanner flagged."""
-    return masked_secrets(values)
-
-
 def review_items_of(shown: pl.DataFrame, reason: str) -> pl.DataFrame:
     """Review items (REVIEW_ITEM_SCHEMA) of a later stage: `shown` holds the records with
     their review_hash and evidence; the group is hashed for deletion requests and what the
@@ -37,7 +30,8 @@ def review_items_of(shown: pl.DataFrame, reason: str) -> pl.DataFrame:
     items = shown.with_columns(
         xxh3_128_hex(shown["group"]).alias("group_hash"),
         pl.lit(reason).alias("reason"),
-        *(masked_for_review(shown[column]) for column in ("text", "metadata", "group", "label")),
+        # a record a reviewer let through as a false positive still holds what was flagged
+        *(masked_secrets(shown[column]) for column in ("text", "metadata", "group", "label")),
     )
     return items.select(REVIEW_ITEM_SCHEMA.names()).cast(REVIEW_ITEM_SCHEMA)
 

@@ -33,7 +33,7 @@ from pipeline.core import ledger, reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.progress import progress
 from pipeline.core.schema import review_decisions
-from pipeline.review import masked_for_review, review_items_of, with_review_hash
+from pipeline.review import review_items_of, with_review_hash
 from pipeline.stage import Indexed, RunContext, StageResult, add_counts
 from pipeline.text.eval_index import (
     MATCH_SCHEMA,
@@ -42,6 +42,7 @@ from pipeline.text.eval_index import (
     ignore_common,
     strongest,
 )
+from pipeline.text.secrets import masked_secrets
 
 STAGE = "contamination"
 TEST_SPLIT = "test"  # the evaluation-set name the run's own test split gets in evidence
@@ -439,7 +440,7 @@ def _review_items(quarantined: pl.DataFrame) -> pl.DataFrame:
     """Items with the matched evaluation text beside the record. Secrets are masked as
     everywhere a reviewer looks: a record a reviewer let through as a secret false positive
     still holds what the scanner flagged, and evaluation sets are not scanned on the way in."""
-    item_text = masked_for_review(quarantined["item_text"].str.slice(0, ITEM_TEXT_SHOWN))
+    item_text = masked_secrets(quarantined["item_text"].str.slice(0, ITEM_TEXT_SHOWN))
     shown = quarantined.with_columns(item_text).with_columns(
         pl.struct(*_evidence_fields(), pl.col("item_text")).struct.json_encode().alias("evidence")
     )

@@ -642,6 +642,12 @@ def mask_secrets(text: str, findings: list[dict]) -> str:
     return replace_spans(text, findings, lambda finding, _: f"<SECRET:{finding['type']}>")
 
 
+def masked_text(text: str) -> str:
+    """`text` with every secret found in it replaced by `<SECRET:{type}>`: for messages,
+    alerts and errors that may quote a value or a file name."""
+    return mask_secrets(text, find_secrets(pl.Series([text], dtype=pl.String)).to_dicts())
+
+
 def masked_secrets(values: pl.Series) -> pl.Series:
     """`values` with every secret found in them replaced by `<SECRET:{type}>` (nulls stay):
     for review items, and for what is not record text but is still shown or stored, such as
