@@ -40,7 +40,7 @@ from pipeline.core import progress as shown
 from pipeline.core.code_version import code_state
 from pipeline.core.errors import DataError
 from pipeline.core.storage import file_sha256
-from pipeline.publish.reader import PublishedVersion
+from pipeline.publish.reader import PublishedVersion, footer_rows
 from pipeline.publish.version import MANIFEST
 from training.readers import EXPORT_FORMAT, EXPORT_MANIFEST
 from training.token_export import choose_tokenizer, write_token_shards
@@ -189,8 +189,8 @@ def _verified_bytes(version: PublishedVersion, shard: dict[str, Any]) -> bytes:
     else:
         if hashlib.sha256(data).hexdigest() != shard["sha256"]:
             problem = "sha256 mismatch"
-        elif _row_count(data) != shard["rows"]:
-            problem = f"{_row_count(data)} rows where the manifest says {shard['rows']}"
+        elif (rows := _row_count(data)) != shard["rows"]:
+            problem = f"{rows} rows where the manifest says {shard['rows']}"
         else:
             return data
     raise DataError(
@@ -201,9 +201,8 @@ def _verified_bytes(version: PublishedVersion, shard: dict[str, Any]) -> bytes:
 
 def _row_count(data: bytes) -> int:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    return pq.ParquetFile(pa.BufferReader(data)).metadata.num_rows
+    return footer_rows(pa.BufferReader(data))
 
 
 def _verified_table(

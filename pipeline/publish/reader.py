@@ -87,18 +87,19 @@ def verify_shards(path: Location, manifest: dict[str, Any]) -> list[ShardProblem
         if actual != shard["sha256"]:
             problems.append(ShardProblem(shard["path"], "sha256 mismatch", shard["sha256"], actual))
             continue
-        rows = _footer_rows(file)
+        with file.open("rb") as handle:
+            rows = footer_rows(handle)
         if "rows" in shard and rows != shard["rows"]:
             problems.append(ShardProblem(shard["path"], "row count mismatch", shard["rows"], rows))
     return problems
 
 
-def _footer_rows(file: Location) -> int:
-    """The row count in a shard's Parquet footer: part of checking it, not a read of its rows."""
+def footer_rows(source) -> int:
+    """The row count in a shard's Parquet footer (`source`: an open file or a pyarrow
+    buffer): part of checking it, not a read of its rows."""
     import pyarrow.parquet as pq
 
-    with file.open("rb") as handle:
-        return pq.read_metadata(handle).num_rows
+    return pq.read_metadata(source).num_rows
 
 
 def recomputed_hash(manifest: dict[str, Any]) -> str:
