@@ -120,7 +120,11 @@ class Catalog:
     def _migrate(self) -> None:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
-        with self._connect() as connection, connection.begin():
+        if self._postgresql:
+            connection = self._connect()
+        else:
+            connection = _transactional_ddl(self.engine).connect()
+        with connection, connection.begin():
             transaction_lock(connection, MIGRATION_LOCK_NAME)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
@@ -531,6 +535,21 @@ def _mask(url: str) -> str:
 def _first_line(error: BaseException | None) -> str:
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def _transactional_ddl(engine: Engine) -> Engine:
+    """A copy of a SQLite engine whose transactions hold DDL too: pysqlite commits before
+    each CREATE, so a run killed while creating a new catalog would leave tables without
+    alembic's version, and every later run would fail on "table already exists"."""
+    copy = create_engine(engine.url, hide_parameters=True, poolclass=NullPool)
+    event.listen(copy, "connect", _sqlite_pragmas)
+    event.listen(copy, "connect", _no_implicit_transactions)
+    event.listen(copy, "begin", lambda connection: connection.exec_driver_sql("BEGIN IMMEDIATE"))
+    return copy
+
+
+def _no_implicit_transactions(connection, _record) -> None:
+    connection.isolation_level = None
 
 
 def _sqlite_pragmas(connection, _record) -> None:

@@ -5,16 +5,19 @@ from __future__ import annotations
 import copy
 import json
 import multiprocessing
+import os
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from helpers import stage_version as stage
-from sqlalchemy import inspect
+from sqlalchemy import create_engine, event, inspect
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.pool import NullPool
 
 from data_catalog import tables
-from data_catalog.catalog import Catalog, open_version
+from data_catalog.catalog import CATALOG_URL_ENV, Catalog, open_version
 from pipeline.core.errors import DataError
 from pipeline.publish.version import StagedVersion
 
@@ -29,6 +32,32 @@ def test_migrations_create_the_tables_the_queries_use(tmp_path):
     with sqlite3.connect(tmp_path / "catalog.db") as db:
         assert db.execute("select version_num from alembic_version").fetchone() == ("0008_exports",)
     Catalog.open(tmp_path)  # migrating again is a no-op
+
+
+def test_a_migration_stopped_half_way_leaves_nothing_and_the_next_open_completes(tmp_path):
+    """A run killed while it creates a new catalog must not leave tables without alembic's
+    version (every later run then failed on "table datasets already exists")."""
+
+    class Killed(Exception):
+        pass
+
+    def killed_at_the_third_migration(connection, cursor, statement, *args):
+        if "CREATE TABLE test_locks" in statement:
+            raise Killed
+
+    event.listen(Engine, "before_cursor_execute", killed_at_the_third_migration)
+    try:
+        with pytest.raises(Killed):
+            Catalog.open(tmp_path)
+    finally:
+        event.remove(Engine, "before_cursor_execute", killed_at_the_third_migration)
+    url = os.environ.get(CATALOG_URL_ENV) or f"sqlite:///{tmp_path / 'catalog.db'}"
+    assert inspect(create_engine(url, poolclass=NullPool)).get_table_names() == []
+    catalog = Catalog.open(tmp_path)
+    assert set(inspect(catalog.engine).get_table_names()) == {
+        *tables.metadata.tables,
+        "alembic_version",
+    }
 
 
 def test_commit_moves_the_folder_then_writes_rows(tmp_path, sms_spam, monkeypatch):
