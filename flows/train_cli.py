@@ -81,8 +81,7 @@ def train_and_summarize(
     report, and the seed group's summary (None without seeds). For the CLI and the flow."""
     from flows.report import refresh_report
     from pipeline.core.errors import ConfigError
-    from training.run import train
-    from training.seeds import train_seeds
+    from training.run import train, train_seeds
 
     if seeds and resume:
         raise ConfigError(

@@ -27,13 +27,14 @@ from data_catalog import training_runs
 from data_catalog.catalog import Catalog
 from pipeline.config import load_run_config
 from pipeline.config.train import TrainConfig
-from pipeline.core.errors import DataError
-from training import checkpoint, distributed, manifest, plots, seeds
+from pipeline.core.errors import ConfigError, DataError
+from training import checkpoint, distributed, manifest, plots
 from training.data import TrainingData, check_features, open_training_version
 from training.loop import Batcher, Trainer, check_resumable
 from training.models import build_model
 from training.plan import check_budget, make_plan
 from training.probe import measure, memory_kind, peak_memory, reset_peak_memory
+from training.seeds import SUMMARY_FILE, checked_seeds, except_seed, record_run
 from training.tokenization import TokenizerRecord, load_bpe, load_minilm, train_bpe
 
 MODEL_FILE = "model.pt"
@@ -253,7 +254,7 @@ def _train(
             test_metrics=_scalars(test),
         )
         if seed_group:
-            seeds.record_run(seed_group, path)
+            record_run(seed_group, path)
     record = world.broadcast(record)
     return TrainResult(run_id, run_dir, record)
 
@@ -352,3 +353,31 @@ def _scalars(metrics: dict[str, Any] | None) -> dict[str, float] | None:
     if metrics is None:
         return None
     return {key: value for key, value in metrics.items() if isinstance(value, int | float)}
+
+
+def train_seeds(
+    config_path: str | Path, dataset: str, seeds: list[int]
+) -> tuple[list[TrainResult], Path]:
+    """Train the config under each seed on one version; return the runs and the summary
+    (which each run rewrites as it completes)."""
+    checked_seeds(seeds)
+    run_config = load_run_config(config_path)
+    workdir = Path(run_config.workdir).resolve()
+    dataset_hash = Catalog.open(workdir).version(dataset, run_config.name).dataset_hash
+    group_id = f"seeds-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+    summary = workdir / "training" / group_id / SUMMARY_FILE
+    group = {"id": group_id, "seeds": seeds, "summary": str(summary)}
+    results: list[TrainResult] = []
+    first = except_seed(_train_section(config_path))
+    for seed in seeds:
+        if except_seed(_train_section(config_path)) != first:
+            raise ConfigError(
+                f"{config_path} changed while seed group {group_id} was training: its runs "
+                "must differ in the seed alone; start the group again"
+            )
+        results.append(train(config_path, dataset_hash, seed=seed, seed_group=group))
+    return results, summary
+
+
+def _train_section(config_path: str | Path) -> dict[str, Any]:
+    return (load_run_config(config_path).train or TrainConfig()).model_dump(mode="json")

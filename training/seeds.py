@@ -1,6 +1,6 @@
 """A seed group: the same config and version trained under several seeds, one run after the
-other, and one summary of each metric across them (mean, sample standard deviation, min,
-max), so a result is not taken from one favourable seed.
+other (`training.run.train_seeds`), and one summary of each metric across them (mean, sample
+standard deviation, min, max), so a result is not taken from one favourable seed.
 
 Each run's manifest names the group and its summary (`seed_group`); the summary lists the
 runs and is rewritten after each one, so a group that stops part way says how far it got.
@@ -10,20 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import secrets
 import statistics
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from data_catalog.catalog import Catalog
-from pipeline.config import load_run_config
 from pipeline.config.train import TrainConfig
 from pipeline.core.errors import ConfigError
 from training import manifest
-
-if TYPE_CHECKING:
-    from training.run import TrainResult
 
 SUMMARY_FILE = "seed_summary.json"
 
@@ -43,36 +36,6 @@ def checked_seeds(seeds: list[int]) -> list[int]:
     if len(seeds) < 2 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise ConfigError(f"--seeds needs two or more different seeds, each 0 or more, got {seeds}")
     return seeds
-
-
-def train_seeds(
-    config_path: str | Path, dataset: str, seeds: list[int]
-) -> tuple[list[TrainResult], Path]:
-    """Train the config under each seed on one version; return the runs and the summary
-    (which each run rewrites as it completes)."""
-    from training.run import train
-
-    checked_seeds(seeds)
-    run_config = load_run_config(config_path)
-    workdir = Path(run_config.workdir).resolve()
-    dataset_hash = Catalog.open(workdir).version(dataset, run_config.name).dataset_hash
-    group_id = f"seeds-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
-    summary = workdir / "training" / group_id / SUMMARY_FILE
-    group = {"id": group_id, "seeds": seeds, "summary": str(summary)}
-    results: list[TrainResult] = []
-    first = except_seed(_train_section(config_path))
-    for seed in seeds:
-        if except_seed(_train_section(config_path)) != first:
-            raise ConfigError(
-                f"{config_path} changed while seed group {group_id} was training: its runs "
-                "must differ in the seed alone; start the group again"
-            )
-        results.append(train(config_path, dataset_hash, seed=seed, seed_group=group))
-    return results, summary
-
-
-def _train_section(config_path: str | Path) -> dict[str, Any]:
-    return (load_run_config(config_path).train or TrainConfig()).model_dump(mode="json")
 
 
 def except_seed(config: dict[str, Any]) -> str:
