@@ -215,6 +215,7 @@ def measure(label: str, data: Path, code_root: Path | None, out: Path) -> dict:
         root = psutil.Process(process.pid)
         known: dict[int, psutil.Process] = {process.pid: root}
         tree_peak = 0
+        cpu: dict[int, float] = {}  # the user + system seconds each process had, last seen
         polls = 0
         while True:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
@@ -232,6 +233,8 @@ def measure(label: str, data: Path, code_root: Path | None, out: Path) -> dict:
             for member in list(known.values()):
                 try:
                     total += member.memory_info().rss
+                    times = member.cpu_times()
+                    cpu[member.pid] = times.user + times.system
                 except psutil.Error:
                     known.pop(member.pid, None)
             tree_peak = max(tree_peak, total)
@@ -254,6 +257,9 @@ def measure(label: str, data: Path, code_root: Path | None, out: Path) -> dict:
         # ru_maxrss (KiB): the highest of the process and every descendant it reaped
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
         "peak_tree_rss_mb": round(tree_peak / 2**20),
+        # user + system CPU of every process of the run (its own, worker pools, a temporary
+        # Dask cluster, the Prefect server it started), as last polled (every 0.25 s)
+        "cpu_s": round(sum(cpu.values()), 1),
         "command": command,
         "stderr": str(stderr_path),
     }

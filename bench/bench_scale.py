@@ -1,10 +1,11 @@
 """Scale benchmark: the default pipeline (semantic dedup off, as by default) through
 `thresher run`, as a user runs it, on 1M, 3M or 10M records of the spine bench's real text.
 
-For each size and runner (`local`: threads in the flow's process; `dask`: a temporary
-2-worker Dask cluster on this machine, `runner: {kind: dask, workers: 2, memory_limit: 6GiB}`), and as many
+For each size, runner (`local`: the flow's process and its pool; `dask`: a temporary Dask
+cluster on this machine, `runner: {kind: dask, workers: W, memory_limit: 6GiB}`) and worker
+count (`--workers 1 2 4`, default 2), and as many
 repeats as asked, one `thresher run --json` in a fresh project, work folder and PREFECT_HOME
-(bench/bench_determinism.py's `measure`): wall seconds, records/s, peak RSS of the highest
+(bench/bench_determinism.py's `measure`): wall seconds, CPU seconds (the run's and every process it reaped), records/s, peak RSS of the highest
 single process and of the whole process tree (psutil polled), the dataset hash, and the
 summary's `steps` (seconds, peak RSS, records in and out per step). Every run of one size
 must publish the same dataset hash; the exit code is 1 when one does not.
@@ -18,6 +19,7 @@ this venv, for the before/after ratio; that code may not report `steps`.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -29,38 +31,47 @@ import bench_determinism  # noqa: E402
 import bench_spine  # noqa: E402
 
 OUT = BENCH_DIR / "out" / "scale"
+PART_ROWS: int | None = None  # runner.part_rows of every run (--part-rows); None: the default
 
 
 def run_once(
-    n: int, files: int, runner: str, label: str, code_root: Path | None, memory: str | None
+    n: int,
+    files: int,
+    runner: str,
+    workers: int,
+    label: str,
+    code_root: Path | None,
+    memory: str | None,
 ) -> dict:
     data = bench_spine.input_dir(n, files)
     folder = OUT / label
-    result = _measure(label, data, runner, code_root, memory)
+    result = _measure(label, data, runner, workers, code_root, memory)
     stdout = folder / "stdout.jsonl"
     if result["returncode"] == 0:
         lines = [line for line in stdout.read_text().splitlines() if line.startswith("{")]
         summary = json.loads(lines[-1])
         result["steps"] = summary.get("steps", {})
-    result |= {"records": n, "runner": runner}
+    result |= {"records": n, "runner": runner, "workers": workers}
     result["records_per_s"] = round(n / result["wall_s"])
+    result["cpu_per_wall"] = round(result["cpu_s"] / result["wall_s"], 2)
     return result
 
 
 def _measure(
-    label: str, data: Path, runner: str, code_root: Path | None, memory: str | None
+    label: str, data: Path, runner: str, workers: int, code_root: Path | None, memory: str | None
 ) -> dict:
     """bench_determinism.measure with the runner section added to the project it writes."""
     write_project = bench_determinism.write_project
 
     def with_runner(project: Path, data: Path) -> Path:
         config = write_project(project, data)
-        if runner != "local":
-            settings = json.loads(config.read_text())
-            settings["runner"] = {"kind": runner, "workers": 2}
-            if memory:
-                settings["runner"]["memory_limit"] = memory
-            config.write_text(json.dumps(settings, indent=2) + "\n")
+        settings = json.loads(config.read_text())
+        settings["runner"] = {"kind": runner, "workers": workers}
+        if memory and runner != "local":
+            settings["runner"]["memory_limit"] = memory
+        if PART_ROWS:
+            settings["runner"]["part_rows"] = PART_ROWS
+        config.write_text(json.dumps(settings, indent=2) + "\n")
         return config
 
     bench_determinism.write_project = with_runner
@@ -72,15 +83,16 @@ def _measure(
 
 def markdown(results: list[dict]) -> str:
     lines = [
-        "| records | runner | wall s | records/s | peak RSS MB (one process / tree) "
-        "| dataset hash | slowest steps (s) |",
-        "|---:|---|---:|---:|---:|---|---|",
+        "| records | runner, workers | wall s | CPU s | CPU / wall | records/s "
+        "| peak RSS MB (one process / tree) | dataset hash | slowest steps (s) |",
+        "|---:|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in results:
         steps = sorted(r.get("steps", {}).items(), key=lambda item: -item[1]["seconds"])[:5]
         slowest = ", ".join(f"{name} {step['seconds']:.0f}" for name, step in steps) or "—"
         lines.append(
-            f"| {r['records']:,} | {r['runner']} | {r['wall_s']:.0f} | {r['records_per_s']:,} "
+            f"| {r['records']:,} | {r['runner']}, {r['workers']} | {r['wall_s']:.0f} "
+            f"| {r['cpu_s']:.0f} | {r['cpu_per_wall']:.2f} | {r['records_per_s']:,} "
             f"| {r['peak_rss_mb']:,} / {r['peak_tree_rss_mb']:,} "
             f"| `{r.get('dataset_hash', 'failed')[:12]}` | {slowest} |"
         )
@@ -91,6 +103,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, nargs="+", default=[1_000_000])
     parser.add_argument("--runners", nargs="+", choices=["local", "dask"], default=["local"])
+    parser.add_argument("--workers", type=int, nargs="+", default=[2], help="runner.workers")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--code-root", type=Path, help="checkout whose pipeline code runs")
@@ -100,17 +113,19 @@ def main() -> None:
         default="6GiB",
         help="runner.memory_limit of each Dask worker ('' for none)",
     )
+    parser.add_argument("--part-rows", type=int, help="runner.part_rows (default: the config's)")
     args = parser.parse_args()
+    global PART_ROWS
+    PART_ROWS = args.part_rows
     code_root = args.code_root.resolve() if args.code_root else None
     OUT.mkdir(parents=True, exist_ok=True)
     results = []
     for n in args.records:
         for runner in args.runners:
-            for repeat in range(args.repeat):
-                label = f"{args.tag}n{n}-{runner}-{repeat}"
-                results.append(
-                    run_once(n, args.files, runner, label, code_root, args.worker_memory or None)
-                )
+            for workers, repeat in itertools.product(args.workers, range(args.repeat)):
+                label = f"{args.tag}n{n}-{runner}{workers}-{repeat}"
+                memory = args.worker_memory or None
+                results.append(run_once(n, args.files, runner, workers, label, code_root, memory))
                 print(json.dumps({k: v for k, v in results[-1].items() if k != "command"}))
     print(markdown(results))
     (OUT / f"{args.tag}results.json").write_text(json.dumps(results, indent=2) + "\n")

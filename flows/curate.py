@@ -19,25 +19,19 @@ import os
 import secrets
 import shutil
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import polars as pl
 import psutil
-from prefect import flow, get_run_logger, task, unmapped
+from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.futures import as_completed
-from prefect.settings import PREFECT_API_URL, temporary_settings
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog, now
@@ -54,7 +48,9 @@ from flows.report import (
     write_failed_run_report,
     write_version_report,
 )
-from pipeline.config import SPLITS, RunConfig, RunnerConfig, config_hash, load_run_config
+from flows.runner import workers
+from flows.runner.parts import offsets, rows_per_part
+from pipeline.config import SPLITS, RunConfig, config_hash, load_run_config
 from pipeline.core import ledger, progress, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError, ThresherError
@@ -83,7 +79,6 @@ OWNER_FILE = "owner.json"
 # A `running` row without its owner file lost the file, unless it is a run this young (clocks
 # apart, or an older Thresher that removed the file just before its row was finished).
 LOST_OWNER_GRACE_S = 60.0
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 @dataclass(frozen=True)
@@ -103,6 +98,7 @@ class RunPlan:
     test_lock: str | None  # the version whose test set is locked
     frozen_cutoffs: dict | None
     eval_sets: tuple[EvalSet, ...]
+    part_rows: int = 0  # records per part of the stage being run (`_slim` sizes them)
 
     @property
     def workdir(self) -> Path:
@@ -350,7 +346,6 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
     }
 
 
-@task(**TASK_OPTIONS)
 def read_task(plan: RunPlan, name: str, part: IngestPart) -> dict[str, Any]:
     """Read one part of the sources into the ingest folder, its bad rows' events into the
     ledger; a retry rewrites both."""
@@ -362,7 +357,6 @@ def read_task(plan: RunPlan, name: str, part: IngestPart) -> dict[str, Any]:
     return {"records_in": rows_in, **_task_facts(started)}
 
 
-@task(**TASK_OPTIONS)
 def finish_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
     """Drop repeated ids from every part read (ids only, in one task); their events go to
     the ledger after every part's."""
@@ -386,7 +380,6 @@ def _check_output(plan: RunPlan, stage: Stage) -> None:
         _map_step(plan, stage.name, "check", {"folder": [str(plan.stage_dir(stage.name))]}, {})
 
 
-@task(**TASK_OPTIONS)
 def check_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
     started = _task_start(global_step=True)
     output = pl.scan_parquet(Path(folder) / "*.parquet")
@@ -434,28 +427,22 @@ def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
 
 
 def _part(plan: RunPlan, input_dir: str, offset: int) -> pl.LazyFrame:
-    """Records [offset, offset + runner.part_rows) of a stage's input."""
+    """Records [offset, offset + plan.part_rows) of a stage's input."""
     if not Path(input_dir).is_dir():
         raise ConfigError(
             f"{socket.gethostname()} cannot see the run folder {input_dir}: Dask workers need "
             "the work folder on a shared file system, mounted at the same path"
         )
-    return pl.scan_parquet(Path(input_dir) / "*.parquet").slice(
-        offset, plan.config.runner.part_rows
-    )
+    rows = plan.part_rows or plan.config.runner.part_rows
+    return pl.scan_parquet(Path(input_dir) / "*.parquet").slice(offset, rows)
 
 
 def _task_start(global_step: bool = False) -> float:
-    """On a Dask worker (one task at a time: one thread each), the task's peak RSS window
-    starts here, after the memory earlier tasks freed went back to the system; the workers
-    of a run's cluster serve every step. On the local runner the tasks share the run's
-    process, whose steps keep their own windows: a global step, which runs alone after its
-    parts, hands back what they freed."""
-    dask = sys.modules.get("distributed")  # imported in every worker; never import it here
-    try:
-        on_worker = dask is not None and bool(dask.get_worker())
-    except ValueError:  # not a worker's thread
-        on_worker = False
+    """In a worker process (one step at a time), the step's peak RSS window starts here,
+    after the memory earlier steps freed went back to the system; the workers of a run serve
+    every step. In the run's own process the steps keep their own windows: a global step,
+    which runs alone after its parts, hands back what they freed."""
+    on_worker = workers.in_worker()
     if on_worker or global_step:
         release_free_memory()
     if on_worker:
@@ -470,7 +457,6 @@ def _task_facts(started: float) -> dict[str, Any]:
     }
 
 
-@task(**TASK_OPTIONS)
 def part_task(
     plan: RunPlan, name: str, input_dir: str, part: int, offset: int, shared: str | None = None
 ) -> dict[str, Any]:
@@ -505,7 +491,6 @@ def part_task(
     }
 
 
-@task(**TASK_OPTIONS)
 def sample_task(plan: RunPlan, name: str, input_dir: str, part: int, offset: int) -> dict:
     """Write what one part contributes to a by-key stage's fit; a retry rewrites it."""
     started = _task_start()
@@ -519,7 +504,6 @@ def sample_task(plan: RunPlan, name: str, input_dir: str, part: int, offset: int
     return {"path": str(out), **_task_facts(started)}
 
 
-@task(**TASK_OPTIONS)
 def fit_task(plan: RunPlan, name: str, input_dir: str, samples: list[str]) -> dict[str, Any]:
     """Fit a by-key stage's model of the whole dataset from every part's sample, once, and
     write it where every keys task reads it; a retry rewrites it."""
@@ -536,7 +520,6 @@ def fit_task(plan: RunPlan, name: str, input_dir: str, samples: list[str]) -> di
     return {"path": str(out), **_task_facts(started)}
 
 
-@task(**TASK_OPTIONS)
 def keys_task(
     plan: RunPlan,
     name: str,
@@ -592,7 +575,6 @@ def _write_found(found: pl.DataFrame, folder: Path, source: str, parts: int) -> 
     return str(out)
 
 
-@task(**TASK_OPTIONS)
 def reduce_task(plan: RunPlan, name: str, partition: int, parts: int) -> dict[str, Any]:
     """Reduce one key partition of a by-key stage over every part's keys; a retry rewrites
     its files."""
@@ -604,7 +586,6 @@ def reduce_task(plan: RunPlan, name: str, partition: int, parts: int) -> dict[st
     return {"path": out, "found": found.height, **_task_facts(started)}
 
 
-@task(**TASK_OPTIONS)
 def exchange_task(
     plan: RunPlan, name: str, input_dir: str, part: int, offset: int, step: int, parts: int
 ) -> dict[str, Any]:
@@ -625,7 +606,6 @@ def exchange_task(
     return {"path": out, "found": found.height, **_task_facts(started)}
 
 
-@task(**TASK_OPTIONS)
 def route_task(
     plan: RunPlan, name: str, input_dir: str, part: int, offset: int, shard_plan: ShardPlan
 ) -> dict[str, Any]:
@@ -639,7 +619,6 @@ def route_task(
     return _task_facts(started)
 
 
-@task(**TASK_OPTIONS)
 def shard_task(
     plan: RunPlan, name: str, shard: int, shard_plan: ShardPlan, staging: str
 ) -> dict[str, Any]:
@@ -650,7 +629,6 @@ def shard_task(
     return {"entry": entry, **_task_facts(started)}
 
 
-@task(**TASK_OPTIONS)
 def build_task(plan: RunPlan, name: str, input_dir: str, folder: str) -> dict[str, Any]:
     """Build an indexed stage's index from its whole input into `folder`, once, on the
     runner (a Dask worker on a cluster: the run's process holds none of it); a retry
@@ -665,7 +643,6 @@ def build_task(plan: RunPlan, name: str, input_dir: str, folder: str) -> dict[st
     return _task_facts(started)
 
 
-@task(**TASK_OPTIONS)
 def decide_task(
     plan: RunPlan, name: str, input_dir: str, found: list[str], fitted: str | None = None
 ) -> dict[str, Any]:
@@ -721,102 +698,45 @@ def _map_step(
     fixed: dict[str, Any],
     records: list[int] | None = None,
 ) -> list[dict]:
-    """Map one step of a stage over its parts (or key partitions) on the run's runner, as tasks
-    of the run's flow (a subflow per step cost about a second each); one item on the local
-    runner runs here, unmapped. As each item finishes, the stage's progress advances by its
-    `records` (the step's input records of each item), when given."""
+    """Map one step of a stage over its parts (or key partitions) on the run's workers; one
+    item on workers that are the run's own process runs here. As each item finishes, the
+    stage's progress advances by its `records` (the step's input records of each item), when
+    given."""
     items = len(next(iter(mapped.values())))
     phase = f"{step} {{}}/{items}" if items > 1 else step
     progress.advance(name, 0, phase.format(0))
-    if items == 1 and plan.config.runner.kind == "local":  # nothing to spread
-        result = STEP_TASKS[step].fn(plan, name, **fixed, **{k: v[0] for k, v in mapped.items()})
+    run_on = workers.current()
+    if items == 1 and (run_on.in_run_process or plan.config.runner.kind == "local"):
+        result = STEP_TASKS[step](plan, name, **fixed, **{k: v[0] for k, v in mapped.items()})
         progress.advance(name, records[0] if records else 0, phase.format(1))
         return [result]
-    named = STEP_TASKS[step].with_options(
-        name=f"{name}-{step}", task_run_name=partial(_numbered, f"{name}-{step}")
-    )
-    fixed = {"plan": plan, "name": name, **fixed}
-    parameters = mapped | {key: unmapped(value) for key, value in fixed.items()}
-    with reachable_api(plan.config.runner), task_runner(plan.config.runner) as runner:
-        futures = runner.map(named, parameters)
-        place = {future.task_run_id: index for index, future in enumerate(futures)}
-        results: list[dict] = [{}] * items
-        for done, future in enumerate(as_completed(futures), start=1):  # a failure ends it
-            index = place[future.task_run_id]
-            results[index] = future.result()
-            progress.advance(name, records[index] if records else 0, phase.format(done))
-        return results
+    calls = [
+        {
+            "plan": plan,
+            "name": name,
+            **fixed,
+            **{key: value[index] for key, value in mapped.items()},
+        }
+        for index in range(items)
+    ]
+    results: list[dict] = [{}] * items
+    for done, (index, result) in enumerate(run_on.map(STEP_TASKS[step], calls), start=1):
+        results[index] = result  # a failure ends it
+        progress.advance(name, records[index] if records else 0, phase.format(done))
+    return results
 
 
-def _numbered(prefix: str, parameters: dict[str, Any]) -> str:
-    """A mapped step's task run name in the Prefect UI: `near_dedup-keys-3`."""
-    index = next((parameters[k] for k in ("part", "partition", "shard") if k in parameters), None)
-    return prefix if index is None else f"{prefix}-{getattr(index, 'number', index)}"
-
-
-@contextmanager
-def reachable_api(runner: RunnerConfig) -> Iterator[None]:
-    """Tasks on Dask workers report to the flow's Prefect API: hand its address to the workers
-    (on Prefect's own default, a temporary server, each would otherwise start a server of its
-    own, ~220 MB, and the flow run would not see their tasks). A server that listens on this
-    machine only (`thresher`'s background server) is out of reach of a remote cluster."""
-    if runner.kind != "dask":
-        yield
-        return
-    from prefect.client.orchestration import get_client
-
-    api = PREFECT_API_URL.value() or str(get_client(sync_client=True).api_url)
-    remote = runner.address and urlsplit(runner.address).hostname not in LOOPBACK
-    if remote and urlsplit(api).hostname in LOOPBACK:
-        raise ConfigError(
-            f"the Dask cluster at {runner.address} cannot reach this run's Prefect server at "
-            f"{api}, which listens on this machine only: start one the workers can reach "
-            "(`prefect server start --host 0.0.0.0`) and set "
-            "PREFECT_API_URL=http://<this host>:4200/api for the run and the workers"
-        )
-    with temporary_settings(updates={PREFECT_API_URL: api}):
-        yield
-
-
-@contextmanager
-def run_cluster(plan: RunPlan) -> Iterator[RunPlan]:
-    """`runner: {kind: dask}` without an address: one temporary cluster on this machine for
-    the whole run, shared by every mapped step (a cluster per step would start its workers
-    again each time), stopped when the run ends. Yields the plan its tasks run with."""
-    runner = plan.config.runner
-    if runner.kind != "dask" or runner.address:
-        yield plan
-        return
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=runner.workers,
-        threads_per_worker=1,
-        dashboard_address=None,
-        memory_limit=runner.memory_limit or "auto",
-    ) as cluster:
-        on_cluster = runner.model_copy(update={"address": cluster.scheduler_address})
-        yield replace(plan, config=plan.config.model_copy(update={"runner": on_cluster}))
-
-
-def task_runner(runner: RunnerConfig):
-    if runner.kind == "local":
-        return ThreadPoolTaskRunner(max_workers=runner.workers)
-    from prefect_dask import DaskTaskRunner
-
-    if runner.address:
-        return DaskTaskRunner(address=runner.address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": runner.workers, "threads_per_worker": 1})
-
-
-def _slim(plan: RunPlan) -> RunPlan:
-    """The plan the parts get: only what per-record steps read (no eval sets or test lock)."""
-    return replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
+def _slim(plan: RunPlan, records: int | None = None) -> RunPlan:
+    """The plan the parts get: only what per-record steps read (no eval sets or test lock),
+    and for a stage of `records` input records, how many each part holds."""
+    rows = plan.part_rows
+    if records is not None:
+        rows = rows_per_part(records, workers.current().count, plan.config.runner.part_rows)
+    return replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None, part_rows=rows)
 
 
 def _offsets(plan: RunPlan, records: int) -> list[int]:
-    """Where each part of `runner.part_rows` records starts (one part when there are none)."""
-    return list(range(0, max(records, 1), plan.config.runner.part_rows))
+    return offsets(records, plan.part_rows)
 
 
 def _run_parts(
@@ -825,13 +745,13 @@ def _run_parts(
     """Run a stage (or a by-key stage's apply step) part by part on its `records` input
     records, with what its global step made for every part (`shared`); its parts' results,
     and how they ran."""
-    offsets = _offsets(plan, records)
+    slim = _slim(plan, records)
+    starts = _offsets(slim, records)
     fixed = {"input_dir": input_dir} | ({"shared": shared} if shared else {})
-    sizes = [min(plan.config.runner.part_rows, records - offset) for offset in offsets]
+    sizes = [min(slim.part_rows, records - start) for start in starts]
     parts = _map_step(
-        _slim(plan), name, "part", {"part": list(range(len(offsets))), "offset": offsets}, fixed,
-        sizes,
-    )  # fmt: skip
+        slim, name, "part", {"part": list(range(len(starts))), "offset": starts}, fixed, sizes
+    )
     accounting = {
         "parts": len(parts),
         "largest_part_records": max(sizes),
@@ -893,17 +813,18 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     from what the last step found (ids and hashes, never records); then each part edited by
     them. A stage its config turns off runs no task: its input goes on as its output."""
     stage = STAGES[name]
-    by_key, slim = stage.load(), _slim(plan)
+    by_key = stage.load()
     if (stats := by_key.off(stage.settings(plan.config))) is not None:
         get_run_logger().info("%s: off in the run config; its input goes on unchanged", name)
         return {"path": input_dir, "stats": stats, "parts": {"parts": 0}}
     records = _rows(input_dir)
-    offsets = _offsets(plan, records)
-    partitions = len(offsets)  # each about one part's keys
+    slim = _slim(plan, records)
+    starts = _offsets(slim, records)
+    partitions = len(starts)  # each about one part's keys
     fitting, model = [], {}
     if by_key.fit is not None:  # keys need a model of the whole dataset: fit it first
         sampled = _map_step(
-            slim, name, "sample", {"part": list(range(partitions)), "offset": offsets},
+            slim, name, "sample", {"part": list(range(partitions)), "offset": starts},
             {"input_dir": input_dir},
         )  # fmt: skip
         samples = [task["path"] for task in sampled]
@@ -912,7 +833,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
         )
         model = {"fitted": fitting[-1]["path"]}
     keyed = _map_step(
-        slim, name, "keys", {"part": list(range(partitions)), "offset": offsets},
+        slim, name, "keys", {"part": list(range(partitions)), "offset": starts},
         {"input_dir": input_dir, "partitions": partitions} | model,
     )  # fmt: skip
     reduced = _map_step(
@@ -921,7 +842,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     found, exchanged = [task["path"] for task in reduced], []
     for step in range(len(by_key.exchanges)):  # each reads what the step before sent its part
         sent = _map_step(
-            slim, name, "exchange", {"part": list(range(partitions)), "offset": offsets},
+            slim, name, "exchange", {"part": list(range(partitions)), "offset": starts},
             {"input_dir": input_dir, "step": step, "parts": partitions},
         )  # fmt: skip
         found, exchanged = [task["path"] for task in sent], exchanged + sent
@@ -1018,9 +939,10 @@ def _write_version(
     written, the manifest last."""
     name = "publish"
     shard_plan = plan_shards(ids, plan.config.publish)
-    offsets, slim = _offsets(plan, ids.height), _slim(plan)
+    slim = _slim(plan, ids.height)
+    starts = _offsets(slim, ids.height)
     routed_parts = _map_step(
-        slim, name, "route", {"part": list(range(len(offsets))), "offset": offsets},
+        slim, name, "route", {"part": list(range(len(starts))), "offset": starts},
         {"input_dir": input_dir, "shard_plan": shard_plan},
     )  # fmt: skip
     shards = []
@@ -1034,7 +956,7 @@ def _write_version(
         ids, shard_plan, [shard["entry"] for shard in shards], plan.context(), staging, extra
     )
     accounting = {
-        "parts": len(offsets),
+        "parts": len(starts),
         "shards": len(shards),
         "part_peak_rss_mb": max(task["peak_rss_mb"] for task in routed_parts + shards),
     }
@@ -1242,9 +1164,9 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
     catalog.start_run(plan.run_id, cfg.name, plan.config_hash, started_at=started)
     records_in, committed = None, None
     steps: dict[str, dict] = {}  # seconds, peak RSS and records of every step, in run order
-    cluster = ExitStack()
+    run_workers = ExitStack()
     try:
-        on_workers = cluster.enter_context(run_cluster(plan))  # the plan the stages run with
+        run_workers.enter_context(workers.opened(cfg.runner))
         resumed_from, reusable = _resume(plan, resume)
 
         def step(name: str, run: Callable[[], dict], records: str | None = None) -> dict:
@@ -1271,7 +1193,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         path = ingested["path"]
         for name in RECORD_STAGES:
             run_stage = STAGE_TASKS[STAGES[name].runs].with_options(name=name, task_run_name=name)
-            stages[name] = step(name, lambda: run_stage(on_workers, name, path), path)  # noqa: B023
+            stages[name] = step(name, lambda: run_stage(plan, name, path), path)  # noqa: B023
             path = stages[name]["path"]
             if name == "govern":
                 gates.append(step("governed gate", lambda: gate_task(plan, "governed", path)))  # noqa: B023
@@ -1294,9 +1216,9 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         summary["resumed_from"] = resumed_from
         summary["warnings"] = ingested["stats"].get("warnings", [])
         (plan.run_dir / RUN_STEPS).write_text(json.dumps(summary["steps"], indent=2) + "\n")
-        cluster.close()
+        run_workers.close()
     except BaseException as error:
-        cluster.close()
+        run_workers.close()
         try:
             catalog.finish_run(plan.run_id, "failed", error=f"{type(error).__name__}: {error}")
         finally:

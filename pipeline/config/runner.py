@@ -12,7 +12,8 @@ from pipeline.config.base import Strict
 
 
 class RunnerConfig(Strict):
-    """Where the per-record stages run, part by part: threads here, or a Dask cluster."""
+    """Where the per-record stages run, part by part: processes of this machine, or a Dask
+    cluster (flows/runner)."""
 
     kind: Literal["local", "dask"] = "local"
     address: str | None = Field(
@@ -21,7 +22,9 @@ class RunnerConfig(Strict):
         "`dask` starts a temporary cluster on this machine",
     )
     workers: Annotated[int, Field(ge=1)] = Field(
-        2, description="threads (local) or Dask workers of a temporary cluster"
+        2,
+        description="processes (local; 1: the run's own process) or Dask workers of a "
+        "temporary cluster",
     )
     memory_limit: str | None = Field(
         None,
@@ -30,10 +33,11 @@ class RunnerConfig(Strict):
         "a worker at 80% of it and restarts it at 95% (its task is retried); without it, the "
         "machine's memory is shared among the workers",
     )
-    # bench/README.md: each part costs ~0.1 s of governance set-up (plus ~0.2 s on Dask), so
-    # parts are large; they bound a worker's memory
     part_rows: Annotated[int, Field(ge=1)] = Field(
-        500_000, description="records per part handed to a worker"
+        500_000,
+        description="the most records a part handed to a worker holds (it bounds a worker's "
+        "memory); parts are sized from each stage's records and the workers, several per "
+        "worker, within it",
     )
 
     @model_validator(mode="after")

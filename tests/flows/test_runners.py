@@ -1,5 +1,6 @@
-"""The stages mapped over parts (per part, or by key): on threads and on an existing Dask
-cluster, the same version, the same ledger and the same merged stats as one part."""
+"""The stages mapped over parts (per part, or by key): on the local runner's pool of
+processes and on an existing Dask cluster, the same version, the same ledger and the same
+merged stats as one part; how parts are sized from the data and the workers."""
 
 from __future__ import annotations
 
@@ -7,12 +8,9 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import cloudpickle
-import polars as pl
 import pytest
 import yaml
 from dask.utils import key_split
@@ -22,8 +20,9 @@ from prefect_services import free_port, survivors, user_env
 from typer.testing import CliRunner
 
 from flows.cli import app
-from flows.curate import RunPlan, run_cluster
-from pipeline.config import RunConfig, RunnerConfig
+from flows.runner import workers
+from flows.runner.parts import MIN_PART_ROWS, PARTS_PER_WORKER, rows_per_part
+from pipeline.config import RunnerConfig
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
@@ -85,7 +84,7 @@ class CrashOnFirstTask(WorkerPlugin):
             os._exit(137)
 
 
-def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_spam, tmp_path):
+def test_parts_on_processes_and_on_dask_publish_the_same_version(sms_project, sms_spam, tmp_path):
     with_key = {**sms_rows(sms_spam, 700, 701)[0], "id": "sms-with-key"}
     with_key["text"] = "the deploy key is AKIA" + "Z7XQ4MBN2VRC6TLE" + " keep it safe"
     write_jsonl(sms_project.parent / "data" / "sms-9.jsonl", [with_key])  # queued for review
@@ -144,9 +143,9 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
         assert parts["steps"][name]["largest_part_records"] == min(PART_ROWS, records)
         assert parts["steps"][name]["part_peak_rss_mb"] > 50
 
-    # an existing cluster whose workers have no Prefect API of their own: their tasks report
-    # to the run's background server, and none of them starts another; one worker dies at the
-    # start of the keyed stage's reduce, its nanny starts it again, and the task runs elsewhere
+    # an existing cluster whose workers have no Prefect API of their own (steps are plain
+    # functions: they never call it) and start no server; one worker dies at the start of the
+    # keyed stage's reduce, its nanny starts it again, and the step runs elsewhere
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import it
     killed = tmp_path / "killed-worker"
     home = tmp_path / "prefect-home"
@@ -220,31 +219,44 @@ def test_parts_on_threads_and_on_dask_publish_the_same_version(sms_project, sms_
     assert parts["steps"]["contamination"]["build_peak_rss_mb"] > 0
 
 
-def test_a_dask_runner_without_address_runs_on_one_cluster_of_its_own_that_ends_with_the_run(
-    tmp_path,
-):
-    runner = {"kind": "dask", "workers": 2, "part_rows": 97, "memory_limit": "1.5GiB"}
-    config = RunConfig(name="cluster", workdir=str(tmp_path), sources=[], runner=runner)
-    plan = RunPlan(
-        run_id="r", run_dir=tmp_path / "run", started_at=datetime.now(UTC), config=config,
-        config_hash="h", parent_version=None, parent_path=None, deletions=pl.DataFrame(),
-        review_decisions=pl.DataFrame(), locked_test=None, test_lock=None, frozen_cutoffs=None,
-        eval_sets=(),
-    )  # fmt: skip
-    with run_cluster(plan) as on_workers:
-        address = on_workers.config.runner.address
-        assert address.startswith("tcp://127.0.0.1:") and plan.config.runner.address is None
-        assert on_workers.config.runner.part_rows == 97 and on_workers.run_id == plan.run_id
-        with Client(address, timeout=10) as client:
+def test_a_dask_runner_without_address_runs_on_one_cluster_of_its_own_that_ends_with_the_run():
+    runner = RunnerConfig(kind="dask", workers=2, part_rows=97, memory_limit="1.5GiB")
+    with workers.opened(runner) as on_dask:
+        assert workers.current() is on_dask and on_dask.count == 2
+        assert on_dask.address.startswith("tcp://127.0.0.1:")
+        with Client(on_dask.address, timeout=10) as client:
             threads = client.nthreads()
-            workers = client.scheduler_info()["workers"].values()
+            found = client.scheduler_info()["workers"].values()
+        # steps run there, not here: a step records that it ran on a worker
+        assert dict(on_dask.map(workers.in_worker, [{}, {}])) == {0: True, 1: True}
     assert sorted(threads.values()) == [1, 1]  # two workers, one task at a time each
-    assert [worker["memory_limit"] for worker in workers] == [1.5 * 2**30] * 2
+    assert [worker["memory_limit"] for worker in found] == [1.5 * 2**30] * 2
     with pytest.raises(OSError):  # the scheduler stopped with the run
-        Client(address, timeout=2)
-    local = replace(plan, config=config.model_copy(update={"runner": RunnerConfig()}))
-    with run_cluster(local) as same:
-        assert same is local
+        Client(on_dask.address, timeout=2)
+    assert workers.current().in_run_process  # outside a run: the caller's process
+
+
+def test_the_local_runner_runs_steps_on_a_pool_of_processes_or_here_with_one_worker():
+    with workers.opened(RunnerConfig(kind="local", workers=2)) as pool:
+        assert pool.count == 2 and not pool.in_run_process
+        ran = dict(pool.map(os.getpid, [{}] * 6))
+        assert sorted(ran) == list(range(6)) and os.getpid() not in ran.values()
+        assert dict(pool.map(workers.in_worker, [{}])) == {0: True}
+    with workers.opened(RunnerConfig(kind="local", workers=1)) as alone:
+        assert alone.in_run_process and dict(alone.map(os.getpid, [{}])) == {0: os.getpid()}
+
+
+def test_parts_are_sized_from_the_records_and_the_workers_within_their_bounds():
+    # several parts per worker once a stage has enough records for parts worth their cost
+    assert rows_per_part(250_000, 2, 500_000) == 250_000 // (2 * PARTS_PER_WORKER)
+    assert rows_per_part(1_000_000, 4, 500_000) == 1_000_000 // (4 * PARTS_PER_WORKER)
+    # a small stage is one part; more workers never make parts smaller than the floor
+    assert rows_per_part(3_000, 2, 500_000) == MIN_PART_ROWS
+    assert rows_per_part(100_000, 64, 500_000) == MIN_PART_ROWS
+    # runner.part_rows bounds a part's memory: it wins over the sizing, also below the floor
+    assert rows_per_part(10_000_000, 2, 500_000) == 500_000
+    assert rows_per_part(800, 2, 280) == 280
+    assert rows_per_part(0, 2, 500_000) == MIN_PART_ROWS
 
 
 @pytest.mark.parametrize(

@@ -259,15 +259,3 @@ def test_a_server_still_starting_for_a_run_that_died_is_waited_for_not_started_a
     finally:
         slow.kill()
         slow.wait()
-
-
-def test_mapped_task_runs_are_named_by_stage_step_and_part():
-    from flows.curate import _numbered
-    from pipeline.ingest.stage import IngestPart
-
-    assert _numbered("near_dedup-keys", {"part": 3, "offset": 0}) == "near_dedup-keys-3"
-    assert _numbered("near_dedup-reduce", {"partition": 1}) == "near_dedup-reduce-1"
-    assert _numbered("publish-shard", {"shard": 0}) == "publish-shard-0"
-    part = IngestPart(number=7, source="sms", batches=())
-    assert _numbered("ingest-read", {"part": part}) == "ingest-read-7"
-    assert _numbered("contamination-build", {"folder": "/x"}) == "contamination-build"
