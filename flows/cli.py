@@ -148,6 +148,7 @@ def run(
     changed since the latest version was built: --force runs anyway)."""
     from flows import work_folder
     from flows.config_secrets import refuse_stored_credentials
+    from flows.runner import workers
     from pipeline.config import load_run_config
 
     try:
@@ -164,6 +165,7 @@ def run(
         work_folder.check(Path(cfg.workdir), setting)
         summary = None if force or resume else _unchanged(cfg)
         if summary is None:
+            workers.start_early(cfg.runner)
             with orchestrated(say, quiet, verbose, Path(cfg.workdir)):
                 from flows.curate import curate
 

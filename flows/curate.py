@@ -21,6 +21,7 @@ import shutil
 import socket
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -397,6 +398,7 @@ def _enqueue_for_review(plan: RunPlan, items: pl.DataFrame) -> int:
 @task(name="gate", task_run_name="gate-{gate}", **TASK_OPTIONS)
 def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
     """Validate a stage's output against the gate's suites; a failure stops the run."""
+    started = time.perf_counter()
     if not plan.config.gates.enabled:
         result = GateResult(gate, skipped=True)
     else:
@@ -423,7 +425,7 @@ def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
     )
     if not result.success:
         raise GateFailed(result, report=plan.run_dir / "report.html")
-    return result.to_json()
+    return result.to_json() | {"seconds": round(time.perf_counter() - started, 3)}
 
 
 def _part(plan: RunPlan, input_dir: str, offset: int) -> pl.LazyFrame:
@@ -706,9 +708,11 @@ def _map_step(
     phase = f"{step} {{}}/{items}" if items > 1 else step
     progress.advance(name, 0, phase.format(0))
     run_on = workers.current()
+    started = time.perf_counter()
     if items == 1 and (run_on.in_run_process or plan.config.runner.kind == "local"):
         result = STEP_TASKS[step](plan, name, **fixed, **{k: v[0] for k, v in mapped.items()})
         progress.advance(name, records[0] if records else 0, phase.format(1))
+        _STEP_SECONDS[name][step] += time.perf_counter() - started
         return [result]
     calls = [
         {
@@ -723,7 +727,16 @@ def _map_step(
     for done, (index, result) in enumerate(run_on.map(STEP_TASKS[step], calls), start=1):
         results[index] = result  # a failure ends it
         progress.advance(name, records[index] if records else 0, phase.format(done))
+    _STEP_SECONDS[name][step] += time.perf_counter() - started
     return results
+
+
+# wall seconds of each stage's steps in this process (a stage's accounting takes them)
+_STEP_SECONDS: defaultdict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+
+def _step_seconds(name: str) -> dict[str, float]:
+    return {step: round(seconds, 3) for step, seconds in _STEP_SECONDS.pop(name, {}).items()}
 
 
 def _slim(plan: RunPlan, records: int | None = None) -> RunPlan:
@@ -803,6 +816,7 @@ def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
         accounting |= {"build_seconds": built["seconds"], "build_peak_rss_mb": built["peak_rss_mb"]}
     stats = STAGES[name].merge_stats([part["stats"] for part in parts])
     _finish_parts(plan, name, records, parts, stats)
+    accounting["step_seconds"] = _step_seconds(name)
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
 
 
@@ -863,6 +877,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
         **({"fit_peak_rss_mb": max(t["peak_rss_mb"] for t in fitting)} if fitting else {}),
         "decide_seconds": decided["seconds"],
         "decide_peak_rss_mb": decided["peak_rss_mb"],
+        "step_seconds": _step_seconds(name),
     }
     return {"path": str(plan.stage_dir(name)), "stats": stats, "parts": accounting}
 
@@ -1186,17 +1201,36 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
             resume_steps.save(plan, name, result)
             return result
 
+        def gate_beside(gate: str, folder: str) -> Callable[[], dict]:
+            """Start a gate on `folder` beside the next stage (on a thread here, while the
+            stage's parts run on the workers); the call returned waits for it, and a failed
+            gate stops the run there, before anything is published."""
+            name = f"{gate} gate"
+            if name in reusable:
+                reused = step(name, dict)
+                return lambda: reused
+            reusable.clear()
+            checking = gate_task.submit(plan, gate, folder)
+
+            def wait() -> dict:
+                result = step(name, checking.result)
+                steps[name] |= {"seconds": result["seconds"], "beside_the_next_stage": True}
+                return result
+
+            return wait
+
         ingested = step("ingest", lambda: ingest_task(plan))
         records_in = ingested["stats"]["records_in"]
-        gates = [step("ingested gate", lambda: gate_task(plan, "ingested", ingested["path"]))]
+        gates: list[dict] = []
+        waiting = [gate_beside("ingested", ingested["path"])]
         stages: dict[str, dict] = {}
         path = ingested["path"]
         for name in RECORD_STAGES:
             run_stage = STAGE_TASKS[STAGES[name].runs].with_options(name=name, task_run_name=name)
             stages[name] = step(name, lambda: run_stage(plan, name, path), path)  # noqa: B023
             path = stages[name]["path"]
-            if name == "govern":
-                gates.append(step("governed gate", lambda: gate_task(plan, "governed", path)))  # noqa: B023
+            gates += [wait() for wait in waiting]  # the gate that ran beside this stage
+            waiting = [gate_beside("governed", path)] if name == "govern" else []
         reusable.clear()
         stats = {name: stage["stats"] for name, stage in stages.items()}
         total = _rows(path) if progress.shown_anywhere() else None

@@ -14,6 +14,7 @@ whose worker died is run again on another (Dask's own rescheduling)."""
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import sys
 import threading
@@ -50,8 +51,7 @@ class Processes(Workers):
 
     def __init__(self, count: int):
         self.count = count
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(PRELOAD)
+        context = _fork_server()
         self.pool = ProcessPoolExecutor(
             count, mp_context=context, initializer=_start_pool_process, initargs=(os.getpid(),)
         )
@@ -95,6 +95,20 @@ class OnDask(Workers):
                 yield place[future.key], future.result()
         finally:
             self.client.cancel(futures)
+
+
+def start_early(runner: RunnerConfig) -> None:
+    """Start the fork server of a run that will use a pool now: `thresher run` calls this
+    before it starts Prefect, so that the server's imports and Prefect's start overlap."""
+    if runner.kind == "local" and runner.workers > 1:
+        _fork_server()
+        multiprocessing.forkserver.ensure_running()
+
+
+def _fork_server() -> multiprocessing.context.ForkServerContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
 
 
 def in_worker() -> bool:
