@@ -154,7 +154,7 @@ def new_plan(cfg, catalog, runner=None):
     """A run planned as the flow plans it, slimmed as parts_stage_task slims it for the parts."""
     from dataclasses import replace
 
-    from flows.curate import plan_run
+    from flows.run_plan import plan_run
 
     if runner is not None:
         cfg = cfg.model_copy(update={"runner": runner})

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import secrets
 import shutil
 import socket
 import threading
@@ -24,24 +22,23 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-import psutil
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from data_catalog import deletions, eval_sets, review_queue, splits
+from data_catalog import deletions, review_queue, splits
 from data_catalog.catalog import CATALOG_FILE, Catalog, now
 from expectations.checks import approved_records, check_governed, check_ingested, check_published
 from expectations.gates import GateFailed, GateProject, GateResult
 from flows import artifacts, unchanged, work_folder
 from flows import resume as resume_steps
-from flows.alerts import on_failure, report_interrupted
+from flows.alerts import on_failure
 from flows.config_secrets import refuse_stored_credentials
+from flows.lost_runs import sweep_interrupted_runs
 from flows.report import (
     GATES_FILE,
     RUN_STEPS,
@@ -49,14 +46,14 @@ from flows.report import (
     write_failed_run_report,
     write_version_report,
 )
+from flows.run_plan import OWNER_FILE, RunPlan, plan_run
 from flows.runner import workers
 from flows.runner.parts import offsets, rows_per_part
-from pipeline.config import SPLITS, RunConfig, config_hash, load_run_config
+from pipeline.config import SPLITS, load_run_config
 from pipeline.core import ledger, progress, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError, ThresherError
 from pipeline.core.resources import measured, peak_rss_mb, release_free_memory, reset_peak_rss
-from pipeline.core.schema import EvalSet
 from pipeline.ingest.stage import (
     INTERMEDIATE_PARQUET,
     IngestPart,
@@ -70,237 +67,10 @@ from pipeline.publish.reader import read_version
 from pipeline.publish.stage import ShardPlan, plan_shards, routed, staged_version, write_shard
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion
 from pipeline.split.field_leakage import field_lists, single_feature_check
-from pipeline.stage import CURATE_STAGES, STAGES, Indexed, RunContext, Stage, key_partition
+from pipeline.stage import CURATE_STAGES, STAGES, Indexed, Stage, key_partition
 from pipeline.text.secrets import masked_text
 
 TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
-# host, pid, process start time and Prefect flow run of the process running it, while it runs:
-# written before the run's catalog row, removed once the row says how the run ended
-OWNER_FILE = "owner.json"
-# A `running` row without its owner file lost the file, unless it is a run this young (clocks
-# apart, or an older Thresher that removed the file just before its row was finished).
-LOST_OWNER_GRACE_S = 60.0
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """Everything a task needs to find its inputs: small, picklable, no frames."""
-
-    run_id: str
-    run_dir: Path
-    started_at: datetime
-    config: RunConfig
-    config_hash: str
-    parent_version: str | None
-    parent_path: Path | None
-    deletions: pl.DataFrame  # catalog state the stages need, loaded once
-    review_decisions: pl.DataFrame
-    locked_test: pl.DataFrame | None  # record ids of the test set locked for this name
-    test_lock: str | None  # the version whose test set is locked
-    frozen_cutoffs: dict | None
-    eval_sets: tuple[EvalSet, ...]
-    part_rows: int = 0  # records per part of the stage being run (`_slim` sizes them)
-
-    @property
-    def workdir(self) -> Path:
-        return Path(self.config.workdir)
-
-    @property
-    def ledger_dir(self) -> Path:
-        return self.run_dir / "ledger-parts"
-
-    def stage_dir(self, stage: str) -> Path:
-        return self.run_dir / "stages" / stage
-
-    def context(self, with_parent: bool = True) -> RunContext:
-        parent_splits = None
-        if with_parent and self.parent_path is not None:
-            # verified in plan_run
-            parent = read_version(self.parent_path, verify=False, expected_hash=self.parent_version)
-            parent_splits = parent.membership()
-        return RunContext(
-            run_id=self.run_id,
-            run_dir=self.run_dir,
-            config=self.config,
-            config_hash=self.config_hash,
-            parent_version=self.parent_version,
-            parent_splits=parent_splits,
-            deletions=self.deletions,
-            review_decisions=self.review_decisions,
-            locked_test=self.locked_test,
-            frozen_cutoffs=self.frozen_cutoffs,
-            eval_sets=self.eval_sets,
-        )
-
-
-def sweep_interrupted_runs(cfg: RunConfig, catalog: Catalog) -> None:
-    """A run killed before its clean-up (SIGKILL, power loss) leaves files holding record
-    text: delete the unscreened ones (the rest wait for resume), mark the run failed once its
-    process is gone, and alert: no state hook ran for it."""
-    workdir = Path(cfg.workdir)
-    running = {run["run_id"] for run in catalog.runs() if run["status"] == "running"}
-    for run_dir in sorted((workdir / "runs").glob("*")):
-        owner_file = run_dir / OWNER_FILE
-        if not owner_file.exists():
-            continue
-        owner = json.loads(owner_file.read_text())
-        if _alive(owner):
-            continue
-        _tidy_interrupted(run_dir, cfg, catalog)
-        owner_file.unlink()
-        if run_dir.name in running:
-            reason = f"interrupted: its process ended (run {run_dir.name}, pid {owner['pid']})"
-            catalog.finish_run(run_dir.name, "failed", error=reason)
-            report_interrupted(cfg, catalog, owner.get("flow_run_id") or run_dir.name, reason)
-    _fail_lost_runs(cfg, catalog)
-
-
-def _fail_lost_runs(cfg: RunConfig, catalog: Catalog) -> None:
-    """A run of this dataset still `running` in the catalog without its owner file lost it
-    (deleted, alone or with its run folder): mark it failed and alert. A missing run folder
-    counts only with this work folder's own catalog: a shared catalog's run may be running in
-    another machine's work folder."""
-    runs = Path(cfg.workdir) / "runs"
-    for run in catalog.runs(cfg.name):
-        run_dir = runs / run["run_id"]
-        if run["status"] != "running" or (run_dir / OWNER_FILE).exists():
-            continue  # ended, or judged by its owner file (sweep_interrupted_runs)
-        if run_dir.is_dir():
-            if _age_s(run["started_at"]) < LOST_OWNER_GRACE_S:
-                continue
-            lost = "its owner file"
-        elif _own_catalog(catalog, cfg):
-            lost = "its run folder"
-        else:
-            continue
-        if not _running(catalog, cfg.name, run["run_id"]):
-            continue  # it ended since the list was read (and then removed its owner file)
-        _tidy_interrupted(run_dir, cfg, catalog)
-        reason = f"interrupted: its process is gone and {lost} was lost (run {run['run_id']})"
-        catalog.finish_run(run["run_id"], "failed", error=reason)
-        report_interrupted(cfg, catalog, run["run_id"], reason)
-
-
-def _tidy_interrupted(run_dir: Path, cfg: RunConfig, catalog: Catalog) -> None:
-    """Delete what an interrupted run left that holds unscreened text, and its staging."""
-    if run_dir.is_dir():
-        resume_steps.keep_for_resume(run_dir)
-    for staging in (Path(cfg.workdir) / "datasets").glob(f"*/.staging-{run_dir.name}"):
-        _remove_partial_copy(staging, cfg, catalog)
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _running(catalog: Catalog, name: str, run_id: str) -> bool:
-    return any(r["run_id"] == run_id and r["status"] == "running" for r in catalog.runs(name))
-
-
-def _age_s(started_at: datetime) -> float:
-    if started_at.tzinfo is None:  # SQLite keeps the UTC time without its zone
-        started_at = started_at.replace(tzinfo=UTC)
-    return (datetime.now(UTC) - started_at).total_seconds()
-
-
-def _own_catalog(catalog: Catalog, cfg: RunConfig) -> bool:
-    """Whether the catalog is the work folder's SQLite file (every run it lists ran here)."""
-    url = catalog.engine.url
-    own = Path(cfg.workdir).resolve() / CATALOG_FILE
-    return url.get_backend_name() == "sqlite" and Path(url.database or "").resolve() == own
-
-
-def _remove_partial_copy(staging: Path, cfg: RunConfig, catalog: Catalog) -> None:
-    """A run killed while copying its version to `publish.location` leaves part of it there:
-    remove it unless the catalog holds that version (then it is complete)."""
-    manifest = staging / MANIFEST
-    if cfg.publish.location is None or not manifest.exists():
-        return
-    staged = json.loads(manifest.read_text())
-    if catalog.find(staged["dataset_hash"]) is None:
-        stored = catalog.stored_path(staged["name"], staged["dataset_hash"], cfg.publish.location)
-        storage.remove_tree(catalog.version_path(stored))
-
-
-def _owner() -> dict[str, Any]:
-    from prefect.runtime import flow_run
-
-    return {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "started": psutil.Process().create_time(),
-        "flow_run_id": flow_run.id,
-    }
-
-
-def _alive(owner: dict[str, Any]) -> bool:
-    if owner["host"] != socket.gethostname():
-        return True  # another machine's run: not ours to judge
-    try:
-        process = psutil.Process(owner["pid"])
-        # a later process may have been given the same pid
-        return owner.get("started") is None or process.create_time() == owner["started"]
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
-
-
-def _check_languages(cfg: RunConfig) -> None:
-    """Language codes py3langid does not know stop the run before it reads anything (the
-    config's schema checks only their form)."""
-    language = cfg.quality.language
-    named = {"allow": language.allow or [], "candidates": language.candidates or []}
-    if not any(named.values()):
-        return
-    from pipeline.text.langid import languages
-
-    known = set(languages())
-    for field, codes in named.items():
-        unknown = sorted(set(codes) - known)
-        if unknown:
-            raise ConfigError(
-                f"quality.language.{field}: unknown language code(s) {', '.join(unknown)}; "
-                f"py3langid knows {', '.join(sorted(known))}"
-            )
-
-
-def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = None) -> RunPlan:
-    _check_languages(cfg)
-    sweep_interrupted_runs(cfg, catalog)
-    repair_missing_reports(catalog)  # of versions whose run was killed after their commit
-    catalog.point_every_latest()  # also gives work folders made before pointers their own
-    protected = eval_sets.load(catalog, cfg.contamination.protected)  # files verified
-    run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
-    run_dir = Path(cfg.workdir) / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    partial = run_dir / f"{OWNER_FILE}.partial"  # the sweep of a run starting now reads it
-    partial.write_text(json.dumps(_owner()))
-    partial.replace(run_dir / OWNER_FILE)
-    parent = catalog.latest(cfg.name)
-    if parent is not None:  # its splits decide ours: re-hash its shards once, trust nothing
-        read_version(catalog.version_path(parent), verify=True, expected_hash=parent.dataset_hash)
-    digest = config_hash(cfg)
-    lock = splits.active_lock(catalog, cfg.name)
-    (run_dir / "config.json").write_text(
-        json.dumps(
-            {"config_hash": digest, "config": cfg.model_dump(mode="json", exclude=NOT_PUBLISHED)},
-            indent=2,
-        )
-        + "\n"
-    )
-    return RunPlan(
-        run_id=run_id,
-        run_dir=run_dir,
-        started_at=started_at or now(),
-        config=cfg,
-        config_hash=digest,
-        parent_version=parent.dataset_hash if parent else None,
-        parent_path=catalog.version_path(parent) if parent else None,
-        deletions=deletions.requests_frame(catalog),
-        review_decisions=review_queue.decisions_frame(catalog),
-        locked_test=splits.locked_ids(catalog, lock) if lock else None,
-        test_lock=lock.dataset_hash if lock else None,
-        frozen_cutoffs=splits.frozen_cutoffs(catalog, cfg.name),
-        eval_sets=protected,
-    )
 
 
 @task(name="ingest", task_run_name="ingest", **TASK_OPTIONS)
@@ -1175,6 +945,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
     if cfg.gates.enabled:  # Great Expectations takes ~2 s to import: while the run starts
         threading.Thread(target=importlib.import_module, args=("great_expectations",)).start()
     started = now()  # before plan_run reads the review decisions this run will apply
+    sweep_interrupted_runs(cfg, catalog)
     plan = plan_run(cfg, catalog, started)
     catalog.start_run(plan.run_id, cfg.name, plan.config_hash, started_at=started)
     records_in, committed = None, None
@@ -1182,7 +953,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
     run_workers = ExitStack()
     try:
         run_workers.enter_context(workers.opened(cfg.runner))
-        resumed_from, reusable = _resume(plan, resume)
+        resumed_from, reusable = _resume(plan, resume, inputs)
 
         def step(name: str, run: Callable[[], dict], records: str | None = None) -> dict:
             """Reuse the step if the run resumed and every step before it was reused; else
@@ -1378,8 +1149,10 @@ def _step_order() -> list[tuple[str, str | None]]:
     return order
 
 
-def _resume(plan: RunPlan, required: bool) -> tuple[str | None, dict[str, dict]]:
-    resume_steps.start(plan)
+def _resume(
+    plan: RunPlan, required: bool, inputs: dict[str, Any] | None
+) -> tuple[str | None, dict[str, dict]]:
+    resume_steps.start(plan, inputs)
     resumed_from, reusable = resume_steps.adopt(plan, _step_order())
     if resumed_from is None and required:
         raise ConfigError(

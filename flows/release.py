@@ -19,7 +19,8 @@ from prefect import flow, get_run_logger
 from data_catalog import review_queue
 from data_catalog.catalog import Catalog
 from flows.alerts import on_failure
-from flows.curate import curate, sweep_interrupted_runs
+from flows.curate import curate
+from flows.lost_runs import sweep_interrupted_runs
 from pipeline.config import load_run_config
 
 APPROVED_EVENT = "thresher.review.approved"

@@ -5,59 +5,37 @@ Each step that finishes (ingest, a stage, a gate) writes `steps/<step>.json` in 
 folder: its result (paths inside the run folder, stats, how its parts ran). A run that ends
 without a version keeps its stage outputs and ledger parts beside those markers, except
 ingest's records (unscreened text: they may hold secrets), so that ingest is redone unless
-governance finished. The next run of the same dataset name takes them over when its
-`resume.json` key is equal (the config hash, the code version, every source file's size and
-modification time, the parent version, the deletion requests, the review decisions, the test
-lock, the frozen cutoffs and the protected evaluation sets); the kept files of any other
-earlier run of that name are deleted then. Every decision depends only on those, so a
-resumed run publishes the dataset a fresh run would.
+governance finished. The next run of the same dataset name takes them over when it reads
+what that run read, as its `resume.json` records it: flows/unchanged.fingerprint, the one
+statement of what a run depends on (the config, the code and packages, every source file's
+content, the parent version, the deletion requests, the review decisions, the test lock,
+the frozen cutoffs and the protected evaluation sets), compared as `thresher run` compares
+it with the latest version's (a file whose size and modification time are unchanged keeps
+its recorded content hash; any other is hashed). The kept files of any other earlier run of
+that name are deleted then. Every decision depends only on those, so a resumed run
+publishes the dataset a fresh run would.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pipeline.core.code_version import code_version
-from pipeline.core.storage import is_local
-from pipeline.ingest.source_files import source_files
-
-if TYPE_CHECKING:
-    from flows.curate import RunPlan
+from flows import unchanged
+from flows.run_plan import RunPlan
 
 KEY_FILE = "resume.json"
 STEPS = "steps"
 KEPT = ("stages", "ledger-parts", STEPS)  # what a run without a version keeps for the next
 
 
-def resume_key(plan: RunPlan) -> str:
-    """The digest of everything a run's decisions depend on."""
-    files = []
-    for source in plan.config.source_list:
-        for path, name in source_files(source):
-            stat = path.stat()
-            changed = stat.st_mtime_ns if is_local(path) else getattr(stat, "st_mtime", None)
-            files.append([source.name, name, stat.st_size, changed])
-    facts = {
-        "config_hash": plan.config_hash,
-        "code_version": code_version(),
-        "files": files,
-        "parent_version": plan.parent_version,
-        "deletions": plan.deletions.write_csv(),
-        "review_decisions": plan.review_decisions.write_csv(),
-        "test_lock": plan.test_lock,
-        "frozen_cutoffs": plan.frozen_cutoffs,
-        "eval_sets": [[s.name, str(s.folder), s.items.write_csv()] for s in plan.eval_sets],
-    }
-    return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()
-
-
-def start(plan: RunPlan) -> None:
+def start(plan: RunPlan, inputs: dict[str, Any] | None) -> None:
+    """Record what this run reads (flows/unchanged.fingerprint; None when that cannot be
+    known), for a later run to compare with its own."""
     (plan.run_dir / KEY_FILE).write_text(
-        json.dumps({"name": plan.config.name, "key": resume_key(plan)}) + "\n"
+        json.dumps({"name": plan.config.name, "inputs": inputs}, default=str) + "\n"
     )
 
 
@@ -97,12 +75,12 @@ def discard(run_dir: Path) -> None:
 
 
 def adopt(plan: RunPlan, order: list[tuple[str, str | None]]) -> tuple[str | None, dict]:
-    """Take over the finished steps of the newest earlier run of this dataset with the same
-    resume key (its records, ledger parts and markers move into this run's folder), and
+    """Take over the finished steps of the newest earlier run of this dataset that read what
+    this one reads (its records, ledger parts and markers move into this run's folder), and
     delete the kept files of every other. `order` lists the steps in run order, each with the
     name of its ledger part (None for a gate). Returns that run's id (None when there is
     none) and the steps taken over: the finished ones up to the first that is not."""
-    key = json.loads((plan.run_dir / KEY_FILE).read_text())["key"]
+    inputs = json.loads((plan.run_dir / KEY_FILE).read_text())["inputs"]
     adopted, steps = None, {}
     for run_dir in sorted((plan.run_dir.parent).iterdir(), reverse=True):
         if run_dir == plan.run_dir or not (run_dir / STEPS).is_dir():
@@ -112,7 +90,8 @@ def adopt(plan: RunPlan, order: list[tuple[str, str | None]]) -> tuple[str | Non
         kept = json.loads((run_dir / KEY_FILE).read_text()) if (run_dir / KEY_FILE).exists() else {}
         if kept.get("name") != plan.config.name:
             continue
-        if adopted is None and kept.get("key") == key:
+        same = inputs is not None and kept.get("inputs") is not None
+        if adopted is None and same and not unchanged.differences(kept["inputs"], inputs):
             steps = _move(run_dir, plan.run_dir, order)
             adopted = run_dir.name if steps else None
         discard(run_dir)

@@ -201,7 +201,7 @@ def test_catalog_verify_names_a_shard_the_manifest_and_catalog_disagree_on(proje
 
 def test_a_changed_shard_byte_is_refused_by_default_and_by_a_run_reading_its_parent(project):
     """Readers verify shards unless told not to, and a run re-hashes its parent's shards."""
-    from flows.curate import plan_run
+    from flows.run_plan import plan_run
     from pipeline.config import load_run_config
 
     shard = manifest_of(project)["shards"][0]["path"]

@@ -58,7 +58,7 @@ def test_the_next_run_resumes_a_failed_run_where_it_stopped(tmp_path, sms_spam, 
     assert "ingest" not in kept  # unscreened text (secrets) is never kept
 
     data = tmp_path / "resumed" / "data" / "sms-1.jsonl"
-    os.utime(data, ns=(1_700_000_000_000_000_000,) * 2)  # the same bytes, but maybe not
+    os.utime(data, ns=(1_700_000_000_000_000_000,) * 2)  # touched: the same bytes, hashed again
     fail_at_split(config, monkeypatch)
     second = max(runs.iterdir())
     assert not (first / "stages").exists() and not (first / "steps").exists()
