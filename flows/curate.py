@@ -54,6 +54,7 @@ from pipeline.core import ledger, progress, storage
 from pipeline.core.code_version import code_version
 from pipeline.core.errors import ConfigError, ThresherError
 from pipeline.core.resources import measured, peak_rss_mb, release_free_memory, reset_peak_rss
+from pipeline.ingest.source_files import source_files
 from pipeline.ingest.stage import (
     INTERMEDIATE_PARQUET,
     IngestPart,
@@ -75,13 +76,16 @@ TASK_OPTIONS = {"cache_policy": NO_CACHE, "persist_result": False}
 
 @task(name="ingest", task_run_name="ingest", **TASK_OPTIONS)
 def ingest_task(plan: RunPlan) -> dict[str, Any]:
-    """Read the sources part by part on the runner (parts of consecutive files, about
-    `runner.part_rows` records of 1 KiB each), then drop repeated ids in one task."""
+    """Read the sources part by part on the workers (parts of consecutive files or pieces
+    of a large one, sized as other stages' parts are, a record taken as 1 KiB), then drop
+    repeated ids in one task."""
     out, sources = plan.stage_dir("ingest"), plan.config.source_list
     shutil.rmtree(out, ignore_errors=True)
     for stale in plan.ledger_dir.glob(f"{STAGES['ingest'].ledger_part}*.parquet"):
         stale.unlink()
-    parts = plan_parts(sources, plan.config.runner.part_rows * 1024)
+    size = sum(path.stat().st_size for source in sources for path, _ in source_files(source))
+    rows = rows_per_part(size // 1024, workers.current().count, plan.config.runner.part_rows)
+    parts = plan_parts(sources, rows * 1024)
     progress.start("ingest", len(parts), "parts")
     read = []
     if parts:

@@ -22,12 +22,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
 import psutil
 
 from pipeline.config import RunnerConfig
+from pipeline.core.errors import ThresherError
 
 # what the fork server imports once, before it forks the pool's processes
 PRELOAD = ["flows.curate"]
@@ -65,6 +67,12 @@ class Processes(Workers):
         try:
             for future in as_completed(futures):
                 yield futures[future], future.result()
+        except BrokenProcessPool:
+            raise ThresherError(
+                f"a worker process of this run ended while running "
+                f"{getattr(function, '__name__', 'a step')} (killed, or out of memory): lower "
+                "runner.part_rows, or run fewer runner.workers"
+            ) from None
         finally:
             for future in futures:
                 future.cancel()

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import cloudpickle
@@ -23,6 +24,7 @@ from flows.cli import app
 from flows.runner import workers
 from flows.runner.parts import MIN_PART_ROWS, PARTS_PER_WORKER, rows_per_part
 from pipeline.config import RunnerConfig
+from pipeline.core.errors import ThresherError
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
@@ -242,6 +244,8 @@ def test_the_local_runner_runs_steps_on_a_pool_of_processes_or_here_with_one_wor
         ran = dict(pool.map(os.getpid, [{}] * 6))
         assert sorted(ran) == list(range(6)) and os.getpid() not in ran.values()
         assert dict(pool.map(workers.in_worker, [{}])) == {0: True}
+        with pytest.raises(ThresherError, match="a worker process of this run ended while"):
+            list(pool.map(partial(os._exit, 137), [{}]))  # as the OOM killer ends one
     with workers.opened(RunnerConfig(kind="local", workers=1)) as alone:
         assert alone.in_run_process and dict(alone.map(os.getpid, [{}])) == {0: os.getpid()}
 
