@@ -11,8 +11,10 @@ ingest's readers), and the scans (`secrets scan`, `quality scan`, `contamination
   `max_expansion_ratio` times its size (and past EXPANSION_FLOOR_BYTES) stops the read with
   an error naming it, so a decompression bomb costs neither memory nor hours.
 - `read_bytes` reads a file whole (decompressed, within the cap).
+- `open_range` streams a stretch of a file's bytes (a piece of a large file).
 - `line_blocks` streams a file's lines in blocks of about a given size, setting aside lines
-  too long to be a record without holding them.
+  too long to be a record without holding them; `csv_blocks` a CSV file's rows, whose quoted
+  fields may hold newlines.
 - `Lines` streams a file's lines, counting them so that an error names its row.
 - `json_object` decodes one JSON Lines row, saying why it is a bad row when it is one.
 - `bad_row` and `missing_field` word what every command prints for a bad row or a field
@@ -145,6 +147,32 @@ class _Capped(io.RawIOBase):
         return len(data)
 
 
+@contextmanager
+def open_range(path: Path, start: int, stop: int | None) -> Iterator[IO[bytes]]:
+    """Bytes [start, stop) of an uncompressed file (to its end when `stop` is None)."""
+    with path.open("rb") as handle:
+        handle.seek(start)
+        if stop is None:
+            yield handle
+        else:
+            yield io.BufferedReader(_Window(handle, stop - start), 1 << 20)
+
+
+class _Window(io.RawIOBase):
+    """The next `size` bytes of a file."""
+
+    def __init__(self, handle: IO[bytes], size: int):
+        self.handle, self.left = handle, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        read = self.handle.readinto(memoryview(buffer)[: self.left])
+        self.left -= read
+        return read
+
+
 def read_bytes(path: Path) -> bytes:
     """The whole file, decompressed by its suffix (within the cap). Raises ReadError for a
     file that does not decompress, OSError for one that cannot be read."""
@@ -154,14 +182,23 @@ def read_bytes(path: Path) -> bytes:
 
 def as_utf8(handle: IO[bytes], encoding: str) -> IO[bytes]:
     """`handle`'s text, in `encoding`, as a stream of UTF-8 bytes (so that its lines can be
-    found in bytes); a byte that is not valid in `encoding` comes out as bytes that are not
-    valid UTF-8, so the line holding it is still found invalid."""
+    found in bytes). Bytes that are not valid in `encoding` come out as one byte that is not
+    valid UTF-8, where `errors="replace"` would put one U+FFFD: the line holding them is still
+    found invalid, and decoding it with replacement gives the text the file's own decoding
+    with replacement gives."""
     return io.BufferedReader(_Utf8(handle, encoding), 1 << 20)
+
+
+def _not_utf8(error: UnicodeError) -> tuple[str, int]:
+    return "\udcff", error.end  # a lone surrogate, which surrogateescape encodes as 0xff
+
+
+codecs.register_error("thresher-not-utf8", _not_utf8)
 
 
 class _Utf8(io.RawIOBase):
     def __init__(self, handle: IO[bytes], encoding: str):
-        self.text = io.TextIOWrapper(handle, encoding=encoding, errors="surrogateescape")
+        self.text = io.TextIOWrapper(handle, encoding=encoding, errors="thresher-not-utf8")
         self.pending = b""
 
     def readable(self) -> bool:
@@ -190,11 +227,15 @@ class LineBlock:
 
 
 def line_blocks(
-    handle: IO[bytes], block_bytes: int, max_line_bytes: int, placeholder: bytes = b""
+    handle: IO[bytes],
+    block_bytes: int,
+    max_line_bytes: int,
+    placeholder: bytes = b"",
+    first: int = 1,
 ) -> Iterator[LineBlock]:
-    """The lines of `handle` in blocks of about `block_bytes`. A line longer than
-    `max_line_bytes` is never held whole: its bytes are skipped as they are read."""
-    number = 1  # of the first line not yet in a block
+    """The lines of `handle` in blocks of about `block_bytes`, numbered from `first`. A line
+    longer than `max_line_bytes` is never held whole: its bytes are skipped as they are read."""
+    number = first  # of the first line not yet in a block
     carry = b""  # the start of a line whose end has not been read
     skipping = False  # inside a line already known to be too long
     too_long: list[int] = []
@@ -224,6 +265,30 @@ def line_blocks(
     elif carry:
         data, too_long = _set_aside_long_lines(carry, number, max_line_bytes, placeholder)
         yield LineBlock(number, data, too_long)
+
+
+def csv_blocks(handle: IO[bytes], block_bytes: int) -> Iterator[bytes]:
+    """The bytes of a CSV file in blocks of whole rows, of about `block_bytes` each. A row
+    ends at a newline after an even number of quote characters in the file (as polars finds
+    rows), so a quoted field holding newlines is never cut; a quote left open holds the rest
+    of the file in one block."""
+    held: list[bytes] = []  # the bytes after the last row end
+    odd = False  # whether `held` holds an odd number of quote characters
+    while chunk := handle.read(block_bytes):
+        array = np.frombuffer(chunk, dtype=np.uint8)
+        quotes = np.flatnonzero(array == ord('"'))
+        newlines = np.flatnonzero(array == ord("\n"))
+        row_ends = newlines[(np.searchsorted(quotes, newlines) + odd) % 2 == 0]
+        if row_ends.size == 0:
+            held.append(chunk)
+            odd ^= quotes.size % 2 == 1
+            continue
+        cut = int(row_ends[-1]) + 1
+        yield b"".join([*held, chunk[:cut]])
+        held = [chunk[cut:]]
+        odd = (quotes.size - int(np.searchsorted(quotes, cut))) % 2 == 1
+    if any(held):
+        yield b"".join(held)
 
 
 def _set_aside_long_lines(

@@ -7,8 +7,10 @@ DataError only when the whole file cannot be used, naming the file and what to d
 that cannot be opened or decompressed, or whose every row is unreadable (it is in another
 format or encoding than declared, or compressed under a plain name). Files are opened and
 decompressed by `pipeline.ingest.files`, within the bounds of `ingest` (IngestConfig): JSON
-Lines are read in blocks of about BLOCK_BYTES, a line over `max_record_bytes` set aside
-unread; a text file is read only up to what a text within bounds could take.
+Lines and CSV are read in blocks of about BLOCK_BYTES (never whole), a JSON line over
+`max_record_bytes` set aside unread; a text file is read only up to what a text within
+bounds could take. A large JSON Lines or Parquet file may be read in pieces by separate
+tasks (`pipeline.ingest.pieces`): a piece's rows are those of the whole file, numbered alike.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import codecs
 import csv
 import io
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,8 +34,9 @@ from pipeline.core.errors import DataError
 from pipeline.ingest import files
 from pipeline.ingest.debian_changelog import read_debian_changelog
 from pipeline.ingest.files import decode_lossy, is_utf8
+from pipeline.ingest.pieces import Piece
 
-BLOCK_BYTES = 16 << 20  # JSON Lines are parsed in blocks of about this size
+BLOCK_BYTES = 16 << 20  # JSON Lines and CSV are parsed in blocks of about this size
 DEFAULT_LIMITS = IngestConfig()
 
 # The text must be a JSON string; the other mapped roles may be any JSON scalar. Values of
@@ -49,9 +53,14 @@ def read_file(
 
 
 def read_file_frames(
-    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig = DEFAULT_LIMITS
+    path: Path,
+    name: str,
+    source: SourceDeclaration,
+    limits: IngestConfig = DEFAULT_LIMITS,
+    piece: Piece | None = None,
 ) -> Iterator[pl.DataFrame]:
-    """Read one file as consecutive raw frames (one but for large JSON Lines files)."""
+    """Read one file, or one `piece` of a JSON Lines or Parquet file, as consecutive raw
+    frames (one but for large JSON Lines and CSV files)."""
     reader = {
         "jsonl": _read_jsonl,
         "csv": _read_csv,
@@ -60,10 +69,19 @@ def read_file_frames(
         "debian_changelog": read_debian_changelog,
     }[source.format]
     rows, unreadable = 0, Counter()
-    for frame in reader(path, name, source, limits):
+    for frame in reader(path, name, source, limits, *([piece] if piece else [])):
         rows += frame.height
-        unreadable.update(frame.filter(pl.col("_error").is_in(reasons.UNREADABLE))["_error"])
+        unreadable.update(_unreadable_errors(frame))
         yield frame
+    if piece is not None:
+        if piece.start > 0:
+            return  # whether the file is unreadable is for its first piece to say
+        # a first piece none of whose rows can be read reads on, until a row can be: the
+        # file fails exactly when it would read whole
+        rest = reader(path, name, source, limits, Piece(piece.stop, None, 0))
+        while unreadable.total() == rows and (frame := next(rest, None)) is not None:
+            rows += frame.height
+            unreadable.update(_unreadable_errors(frame))
     if rows == 0:  # an empty file
         yield pl.DataFrame(schema={"_location": pl.Int64, "_error": pl.String})
     elif unreadable.total() == rows:
@@ -72,6 +90,10 @@ def read_file_frames(
         compressed = _compressed_under_a_plain_name(path)
         if compressed or (source.format in ("jsonl", "csv") and rows > 1):
             raise DataError(_unreadable(path, source, rows, unreadable, compressed))
+
+
+def _unreadable_errors(frame: pl.DataFrame) -> list[str]:
+    return frame.filter(pl.col("_error").is_in(reasons.UNREADABLE))["_error"].to_list()
 
 
 def _compressed_under_a_plain_name(path: Path) -> str | None:
@@ -107,15 +129,26 @@ def _mapped(fields: FieldMapping) -> dict[str, str]:
 
 
 def _read_jsonl(
-    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
+    path: Path,
+    name: str,
+    source: SourceDeclaration,
+    limits: IngestConfig,
+    piece: Piece | None = None,
 ) -> Iterator[pl.DataFrame]:
     """Blocks of lines, each read as `_read_json_lines` does; a line over the bound is
     replaced by an empty object, so the block keeps its numbering, and then marked."""
-    with files.open_binary(path, limits.max_expansion_ratio) as handle:
+    opened = (
+        files.open_binary(path, limits.max_expansion_ratio)
+        if piece is None
+        else files.open_range(path, piece.start, piece.stop)
+    )
+    with opened as handle:
         if not is_utf8(source.encoding):  # in UTF-16 a newline is two bytes: read it as UTF-8
             handle = files.as_utf8(handle, source.encoding)
             source = source.model_copy(update={"encoding": "utf-8"})
-        blocks = files.line_blocks(handle, BLOCK_BYTES, limits.max_record_bytes, b"{}")
+        blocks = files.line_blocks(
+            handle, BLOCK_BYTES, limits.max_record_bytes, b"{}", piece.first if piece else 1
+        )
         for block in blocks:
             # a byte order mark starts the file, not a line: where blocks begin must not matter
             data = block.data.removeprefix(codecs.BOM_UTF8) if block.first == 1 else block.data
@@ -265,24 +298,60 @@ def _nested_json(value) -> str:
 def _read_csv(
     path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
 ) -> Iterator[pl.DataFrame]:
-    """Read whole (a compressed file within the expansion cap), as polars needs it; a field
-    of any size is read, and a text over the bound dropped when records are made."""
+    """Streamed in blocks of whole rows of about BLOCK_BYTES (a compressed file within the
+    expansion cap), never whole. Each block is read behind the file's lines up to its
+    header's end and numbered on from the block before, so its rows are read and numbered
+    as reading the file whole would; a field of any size is read, and a text over the bound
+    dropped when records are made."""
+    header, first = None, 1  # the file's lines up to its header's end; the next row's number
     with files.open_binary(path, limits.max_expansion_ratio) as handle:
-        text, valid = decode_lossy(handle.read(), source.encoding)
-    text = text.removeprefix("\ufeff")
-    if not text.strip():  # an empty file holds no records
+        if not is_utf8(source.encoding):  # in UTF-16 a newline is two bytes: read it as UTF-8
+            handle = files.as_utf8(handle, source.encoding)
+        for block in files.csv_blocks(handle, BLOCK_BYTES):
+            # polars is given bytes: a str of the block would take up to 4 times its size
+            text, valid = decode_lossy(block, "utf-8")
+            data = block if valid else text.encode()
+            if header is None:
+                data = data.removeprefix(codecs.BOM_UTF8)
+                if not text.strip():  # blank lines before the header
+                    continue
+                header = _csv_header(data)
+            else:
+                data = header + data
+            del text
+            frame = _read_csv_block(data, valid, first)
+            _require_columns(path, frame, source)
+            first += frame.height
+            yield frame
+    if header is None:  # an empty file holds no records
         schema = {"_location": pl.Int64, "_error": pl.String}
         yield pl.DataFrame(schema=schema | dict.fromkeys(_wanted(source.fields), pl.String))
-        return
+
+
+def _csv_header(data: bytes) -> bytes:
+    """A CSV file's lines up to its header's end: the empty lines polars skips before it,
+    and the header row (whose quoted names may hold newlines)."""
+    at = re.match(rb"(?:\r?\n)*", data).end()
+    quotes = 0
+    while (end := data.find(b"\n", at)) >= 0:
+        quotes += data.count(b'"', at, end)
+        at = end + 1
+        if quotes % 2 == 0:
+            return data[:at]
+    return data
+
+
+def _read_csv_block(data: bytes, valid: bool, first: int) -> pl.DataFrame:
+    """A header and whole rows (UTF-8), the first numbered `first`; `valid`: the bytes were
+    text (not replaced)."""
     try:
-        frame = pl.read_csv(io.StringIO(text), infer_schema=False, raise_if_empty=False)
+        frame = pl.read_csv(data, infer_schema=False, raise_if_empty=False)
         frame = frame.with_columns(
-            pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
+            pl.int_range(first, first + pl.len(), dtype=pl.Int64).alias("_location"),
             pl.lit(None, dtype=pl.String).alias("_error"),
         )
     except pl.exceptions.PolarsError:  # a row that does not fit the header: find it row by row
-        frame = _read_csv_by_row(text)
-    _require_columns(path, frame, source)
+        frame = _read_csv_by_row(data.decode(), first)
     if not valid:  # rows holding a replacement character came from bytes that were not text
         fields = [column for column in frame.columns if column not in ("_location", "_error")]
         has_replacement = pl.any_horizontal(pl.col(fields).str.contains("\ufffd", literal=True))
@@ -292,14 +361,14 @@ def _read_csv(
             .otherwise(pl.col("_error"))
             .alias("_error")
         )
-    yield frame
+    return frame
 
 
-def _read_csv_by_row(text: str) -> pl.DataFrame:
-    """Rows numbered and filled as polars does (a blank line is a row of nulls, a short row
-    is padded with nulls), so record ids do not depend on which reader ran. A row with more
-    fields than the header is `malformed_row`; a quote left open swallows the rest of the
-    file, which becomes one last malformed row."""
+def _read_csv_by_row(text: str, first: int = 1) -> pl.DataFrame:
+    """Rows numbered (from `first`) and filled as polars does (a blank line is a row of
+    nulls, a short row is padded with nulls), so record ids do not depend on which reader
+    ran. A row with more fields than the header is `malformed_row`; a quote left open
+    swallows the rest of the file, which becomes one last malformed row."""
     reader = csv.reader(io.StringIO(text), strict=True)
     header = next(reader, [])
     rows: list[dict] = []
@@ -309,24 +378,32 @@ def _read_csv_by_row(text: str) -> pl.DataFrame:
         except StopIteration:
             break
         except csv.Error:
-            rows.append({"_location": len(rows) + 1, "_error": reasons.MALFORMED_ROW})
+            rows.append({"_location": first + len(rows), "_error": reasons.MALFORMED_ROW})
             break
         if len(row) > len(header):
-            rows.append({"_location": len(rows) + 1, "_error": reasons.MALFORMED_ROW})
+            rows.append({"_location": first + len(rows), "_error": reasons.MALFORMED_ROW})
             continue
         values = dict(
             zip(header, [value or None for value in row] + [None] * len(header), strict=False)
         )
-        rows.append({"_location": len(rows) + 1, "_error": None} | values)
+        rows.append({"_location": first + len(rows), "_error": None} | values)
     schema = {"_location": pl.Int64, "_error": pl.String} | dict.fromkeys(header, pl.String)
     return pl.DataFrame(rows, schema=schema)
 
 
 def _read_parquet(
-    path: Path, name: str, source: SourceDeclaration, limits: IngestConfig
+    path: Path,
+    name: str,
+    source: SourceDeclaration,
+    limits: IngestConfig,
+    piece: Piece | None = None,
 ) -> Iterator[pl.DataFrame]:
+    """Read whole, or a piece's rows (whole row groups: polars reads only those)."""
     try:
-        if storage.is_local(path) and files.compression_of(path) is None:
+        if piece is not None:
+            rows = None if piece.stop is None else piece.stop - piece.start
+            frame = pl.scan_parquet(path).slice(piece.start, rows).collect()
+        elif storage.is_local(path) and files.compression_of(path) is None:
             frame = pl.read_parquet(path)
         else:  # Parquet needs to seek
             with files.open_binary(path, limits.max_expansion_ratio) as handle:
@@ -350,8 +427,9 @@ def _read_parquet(
         # already typed: render as ISO 8601 in UTC so one parser handles every format
         frame = frame.with_columns(_as_iso_utc(pl.col(timestamp), frame.schema[timestamp]))
     frame = _stringify(frame)
+    first = piece.first if piece else 1
     yield frame.with_columns(
-        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_location"),
+        pl.int_range(first, first + pl.len(), dtype=pl.Int64).alias("_location"),
         pl.lit(None, dtype=pl.String).alias("_error"),
     )
 

@@ -1,9 +1,10 @@
 """Ingest: read every declared source into the canonical record schema.
 
 Files are read one at a time and written as Parquet parts under the run folder, so memory
-follows the batch size, not the number of files. Bad rows never stop the run: each gets a
-terminal `dropped` event naming its file and line (or row). Within a source, a repeated id
-keeps its first occurrence; later ones are dropped as `duplicate_source_id`.
+follows the batch size, not the number of files; a file larger than a part is cut into
+pieces that separate parts read (pipeline/ingest/pieces.py). Bad rows never stop the run:
+each gets a terminal `dropped` event naming its file and line (or row). Within a source, a
+repeated id keeps its first occurrence; later ones are dropped as `duplicate_source_id`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 import xxhash
@@ -25,6 +27,7 @@ from pipeline.core.normalize import normalize_text
 from pipeline.core.progress import progress
 from pipeline.core.schema import RECORD_SCHEMA
 from pipeline.ingest.encoding import repair_encoding
+from pipeline.ingest.pieces import Piece, file_pieces
 from pipeline.ingest.readers import DEFAULT_LIMITS, read_file_frames
 from pipeline.ingest.source_files import source_files
 from pipeline.ingest.timestamps import parse_timestamps
@@ -49,25 +52,38 @@ _REPAIRS = pl.Schema(
 )
 
 
+class InputFile(NamedTuple):
+    """A file to read: whole, or one piece of it."""
+
+    path: Path
+    name: str  # its stable name (pipeline/ingest/source_files.py)
+    bytes: int  # its size, or the piece's share of it
+    piece: Piece | None = None
+
+
 @dataclass(frozen=True)
 class IngestPart:
-    """Consecutive batches of one source's files: one task's share of ingest."""
+    """Consecutive batches of one source's files (or pieces of a large file): one task's
+    share of ingest."""
 
     number: int  # its place in file order: its Parquet parts are named by it
     source: str
-    batches: tuple[tuple[tuple[Path, str], ...], ...]
+    batches: tuple[tuple[InputFile, ...], ...]
     bytes: int = 0  # the size of its files, as planned
 
 
 def plan_parts(sources: list[SourceDeclaration], part_bytes: int) -> list[IngestPart]:
-    """Every source's files in batches of about BATCH_BYTES, consecutive batches grouped into
-    parts of about `part_bytes` (a part holds at least one batch), in file order."""
+    """Every source's files in batches of about BATCH_BYTES (or `part_bytes`, if less),
+    consecutive batches grouped into parts of about `part_bytes` (a part holds at least one
+    batch), in file order. A larger file that can be cut is cut into pieces of about
+    `part_bytes` (pipeline/ingest/pieces.py), which fall in different parts: as many tasks
+    read it."""
     parts: list[IngestPart] = []
     for source in sources:
         group, size = [], 0
-        for batch in _batches(source_files(source)):
+        for batch in _batches(_input_files(source, part_bytes), min(BATCH_BYTES, part_bytes)):
             group.append(tuple(batch))
-            size += sum(path.stat().st_size for path, _ in batch)
+            size += sum(file.bytes for file in batch)
             if size >= part_bytes:
                 parts.append(IngestPart(len(parts), source.name, tuple(group), size))
                 group, size = [], 0
@@ -99,14 +115,20 @@ def read_part(
         ):
             rows_in += read
             writer.add(records)
-            bad_rows.append(bad)
-            repairs.append(repaired)
+            bad_rows.append(_compacted(bad))
+            repairs.append(_compacted(repaired))
     writer.close()
     repaired = pl.concat(repairs)
     if repaired.height:
         repairs_file.parent.mkdir(exist_ok=True)
         repaired.write_parquet(repairs_file)
     return rows_in, pl.concat(bad_rows)
+
+
+def _compacted(frame: pl.DataFrame) -> pl.DataFrame:
+    """A copy of a few rows of a batch that holds only their strings: polars' string views
+    would keep the whole batch's alive (hundreds of MB over a large file's batches)."""
+    return pl.from_arrow(frame.to_arrow()) if frame.height else frame.clear()
 
 
 def finish(out_dir: Path) -> pl.DataFrame:
@@ -221,22 +243,34 @@ def _in_order(pool: ThreadPoolExecutor, work, items: list) -> Iterator:
         yield pending.popleft().result()
 
 
-def _batches(files: list[tuple[Path, str]]) -> list[list[tuple[Path, str]]]:
-    """Consecutive files grouped to about BATCH_BYTES: small files are mapped together,
+def _input_files(source: SourceDeclaration, part_bytes: int) -> list[InputFile]:
+    """A source's files in order, those larger than `part_bytes` in pieces where they can be."""
+    inputs = []
+    for path, name in source_files(source):
+        size = path.stat().st_size
+        pieces = file_pieces(path, source, size, part_bytes)
+        inputs += [InputFile(path, name, share, piece) for piece, share in pieces] or [
+            InputFile(path, name, size)
+        ]
+    return inputs
+
+
+def _batches(files: list[InputFile], batch_bytes: int) -> list[list[InputFile]]:
+    """Consecutive files grouped to about `batch_bytes`: small files are mapped together,
     since each mapping has a fixed cost."""
-    batches: list[list[tuple[Path, str]]] = [[]]
+    batches: list[list[InputFile]] = [[]]
     size = 0
-    for path, name in files:
-        if size >= BATCH_BYTES:
+    for file in files:
+        if size >= batch_bytes:
             batches.append([])
             size = 0
-        batches[-1].append((path, name))
-        size += path.stat().st_size
+        batches[-1].append(file)
+        size += file.bytes
     return [batch for batch in batches if batch]
 
 
 def _read_batch(
-    batch: list[tuple[Path, str]],
+    batch: list[InputFile],
     source: SourceDeclaration,
     limits: IngestConfig,
     bounds: TimestampBounds | None,
@@ -245,9 +279,9 @@ def _read_batch(
     raw rows at a time: small files are mapped together, a large one in several pieces."""
     pending: list[pl.DataFrame] = []
     size = 0
-    for path, name in batch:
-        for raw in read_file_frames(path, name, source, limits):
-            pending.append(raw.with_columns(pl.lit(name).alias("_file")))
+    for file in batch:
+        for raw in read_file_frames(file.path, file.name, source, limits, file.piece):
+            pending.append(raw.with_columns(pl.lit(file.name).alias("_file")))
             size += raw.estimated_size()
             if size >= BATCH_BYTES:
                 yield _mapped(pending, source, limits, bounds)
