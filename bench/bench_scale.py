@@ -1,14 +1,15 @@
 """Scale benchmark: the default pipeline (semantic dedup off, as by default) through
 `thresher run`, as a user runs it, on 1M, 3M or 10M records of the spine bench's real text.
 
-For each size, runner (`local`: the flow's process and its pool; `dask`: a temporary Dask
-cluster on this machine, `runner: {kind: dask, workers: W, memory_limit: 6GiB}`) and worker
-count (`--workers 1 2 4`, default 2), and as many
-repeats as asked, one `thresher run --json` in a fresh project, work folder and PREFECT_HOME
-(bench/bench_determinism.py's `measure`): wall seconds, CPU seconds (the run's and every process it reaped), records/s, peak RSS of the highest
-single process and of the whole process tree (psutil polled), the dataset hash, and the
-summary's `steps` (seconds, peak RSS, records in and out per step). Every run of one size
-must publish the same dataset hash; the exit code is 1 when one does not.
+For each size, runner (`local`: the run's process and its pool of processes; `dask`: a
+temporary Dask cluster on this machine, `runner: {kind: dask, workers: W, memory_limit:
+6GiB}`), worker count (`--workers 1 2 4`, default 2) and as many repeats as asked, one
+`thresher run --json` in a fresh project, work folder and PREFECT_HOME
+(bench/bench_determinism.py's `measure`): wall seconds, CPU seconds (every process of the
+run, polled), records/s, peak RSS of the highest single process and of the whole process
+tree (psutil polled), the dataset hash, and the summary's `steps` (seconds, peak RSS,
+records in and out per step). Every run of one size must publish the same dataset hash; the
+exit code is 1 when one does not. `--part-rows N` sets `runner.part_rows` of every run.
 
 `--code-root DIR` runs another checkout's pipeline code (a worktree of an older commit) with
 this venv, for the before/after ratio; that code may not report `steps`.
