@@ -985,6 +985,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
                 reused = step(name, dict)
                 return lambda: reused
             reusable.clear()
+            steps[name] = {}  # its place in the run's order of steps, before the next stage
             checking = gate_task.submit(plan, gate, folder)
 
             def wait() -> dict:

@@ -1,7 +1,7 @@
 """Work-folder faults: a work folder that is a file, read-only or on a full disk stops `thresher
 run` (and `thresher demo`) with exit 2 and one paragraph naming the folder and what to do, no
 traceback; a run left `running` because its disk filled up, or its files were lost, is marked
-failed by the next run (flows/work_folder.py, flows/curate.py's sweep).
+failed by the next run (flows/work_folder.py, flows/lost_runs.py).
 
 Tests run as root here, which writes in a folder whatever its mode: where the chmod does not
 stop a write, the folder's refusal is injected at `os.open`, as the kernel would give it. A full
@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import sqlite3
 from contextlib import contextmanager
 from datetime import timedelta
@@ -29,7 +30,9 @@ from sqlalchemy.exc import OperationalError
 
 from data_catalog import failures
 from data_catalog.catalog import Catalog, now
-from flows import curate, work_folder
+from flows import work_folder
+from flows.lost_runs import sweep_interrupted_runs
+from flows.run_plan import OWNER_FILE
 from pipeline.config import RunConfig
 
 DISK_FULL = "database or disk is full"
@@ -146,7 +149,7 @@ def test_the_sweep_fails_lost_runs_and_leaves_live_and_young_ones(tmp_path, monk
     cfg = RunConfig(name="t", workdir=str(tmp_path / "work"), sources=[])
     catalog = Catalog.open(cfg.workdir)
     runs = tmp_path / "work" / "runs"
-    me = {"host": curate.socket.gethostname(), "pid": os.getpid(),
+    me = {"host": socket.gethostname(), "pid": os.getpid(),
           "started": psutil.Process().create_time(), "flow_run_id": None}  # fmt: skip
     long_ago = now() - timedelta(minutes=5)
     for run_id, name, started, folder, owner in [
@@ -160,8 +163,8 @@ def test_the_sweep_fails_lost_runs_and_leaves_live_and_young_ones(tmp_path, monk
         if folder:
             (runs / run_id).mkdir(parents=True)
         if owner:
-            (runs / run_id / curate.OWNER_FILE).write_text(json.dumps(me))
-    curate.sweep_interrupted_runs(cfg, catalog)
+            (runs / run_id / OWNER_FILE).write_text(json.dumps(me))
+    sweep_interrupted_runs(cfg, catalog)
     status = {run["run_id"]: (run["status"], run["error"]) for run in catalog.runs()}
     assert status["live"] == status["young"] == status["other-dataset"] == ("running", None)
     assert status["lost-owner"][0] == status["lost-folder"][0] == "failed"
@@ -172,7 +175,7 @@ def test_the_sweep_fails_lost_runs_and_leaves_live_and_young_ones(tmp_path, monk
 
     shared = Catalog.open(cfg.workdir, url=f"sqlite:///{tmp_path / 'shared.db'}")
     shared.start_run("elsewhere", "t", "c" * 64, started_at=long_ago)
-    curate.sweep_interrupted_runs(cfg, shared)  # its folder may be on another machine
+    sweep_interrupted_runs(cfg, shared)  # its folder may be on another machine
     assert [run["status"] for run in shared.runs()] == ["running"]
 
 
@@ -225,7 +228,7 @@ def test_a_disk_full_mid_run_is_explained_and_its_stuck_run_failed_by_the_next(t
     assert shown.count("not recorded in the catalog") == 1  # the alert's one line
     (stuck,) = Catalog.open(workdir).runs()
     assert stuck["status"] == "running"
-    assert (workdir / "runs" / stuck["run_id"] / curate.OWNER_FILE).exists()  # for the sweep
+    assert (workdir / "runs" / stuck["run_id"] / OWNER_FILE).exists()  # for the sweep
 
     shutil.rmtree(workdir / "runs" / stuck["run_id"])
     run_json(config)

@@ -18,7 +18,7 @@ from upath import UPath
 from data_catalog import failures
 from data_catalog.catalog import Catalog, open_version
 from flows.cli import app
-from flows.curate import sweep_interrupted_runs
+from flows.lost_runs import sweep_interrupted_runs
 from pipeline.config import load_run_config
 from training.data import SplitStream
 

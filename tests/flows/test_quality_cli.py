@@ -149,7 +149,7 @@ def test_explain_with_a_prose_profile_drops_the_sms(sms_project):
 def test_candidates_on_the_command_line_and_unknown_codes_in_a_run_config(mixed):
     """`--candidates` restricts the answer; a code py3langid does not know stops `scan` and a
     run (before it reads anything), naming the field and the codes it knows."""
-    from flows.curate import _check_languages
+    from flows.run_plan import _check_languages
     from pipeline.config import RunConfig
     from pipeline.core.errors import ConfigError
 
