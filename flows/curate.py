@@ -483,7 +483,7 @@ def _map_step(
     progress.advance(name, 0, phase.format(0))
     run_on = workers.current()
     started = time.perf_counter()
-    if items == 1 and (run_on.in_run_process or plan.config.runner.kind == "local"):
+    if items == 1 and plan.config.runner.kind == "local":
         result = STEP_TASKS[step](plan, name, **fixed, **{k: v[0] for k, v in mapped.items()})
         progress.advance(name, records[0] if records else 0, phase.format(1))
         _STEP_SECONDS[name][step] += time.perf_counter() - started
@@ -513,17 +513,16 @@ def _step_seconds(name: str) -> dict[str, float]:
     return {step: round(seconds, 3) for step, seconds in _STEP_SECONDS.pop(name, {}).items()}
 
 
-def _slim(plan: RunPlan, records: int | None = None) -> RunPlan:
-    """The plan the parts get: only what per-record steps read (no eval sets or test lock),
-    and for a stage of `records` input records, how many each part holds."""
-    rows = plan.part_rows
-    if records is not None:
-        rows = rows_per_part(records, workers.current().count, plan.config.runner.part_rows)
-    return replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None, part_rows=rows)
+def _slim(plan: RunPlan) -> RunPlan:
+    """The plan the parts get: only what per-record steps read (no eval sets or test lock)."""
+    return replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
 
 
-def _offsets(plan: RunPlan, records: int) -> list[int]:
-    return offsets(records, plan.part_rows)
+def _parts_of(plan: RunPlan, records: int) -> tuple[RunPlan, list[int]]:
+    """For a stage of `records` input records: the plan its parts get (with how many
+    records each holds) and where each part starts."""
+    rows = rows_per_part(records, workers.current().count, plan.config.runner.part_rows)
+    return replace(_slim(plan), part_rows=rows), offsets(records, rows)
 
 
 def _run_parts(
@@ -532,8 +531,7 @@ def _run_parts(
     """Run a stage (or a by-key stage's apply step) part by part on its `records` input
     records, with what its global step made for every part (`shared`); its parts' results,
     and how they ran."""
-    slim = _slim(plan, records)
-    starts = _offsets(slim, records)
+    slim, starts = _parts_of(plan, records)
     fixed = {"input_dir": input_dir} | ({"shared": shared} if shared else {})
     sizes = [min(slim.part_rows, records - start) for start in starts]
     parts = _map_step(
@@ -606,8 +604,7 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
         get_run_logger().info("%s: off in the run config; its input goes on unchanged", name)
         return {"path": input_dir, "stats": stats, "parts": {"parts": 0}}
     records = _rows(input_dir)
-    slim = _slim(plan, records)
-    starts = _offsets(slim, records)
+    slim, starts = _parts_of(plan, records)
     partitions = len(starts)  # each about one part's keys
     fitting, model = [], {}
     if by_key.fit is not None:  # keys need a model of the whole dataset: fit it first
@@ -728,8 +725,7 @@ def _write_version(
     written, the manifest last."""
     name = "publish"
     shard_plan = plan_shards(ids, plan.config.publish)
-    slim = _slim(plan, ids.height)
-    starts = _offsets(slim, ids.height)
+    slim, starts = _parts_of(plan, ids.height)
     routed_parts = _map_step(
         slim, name, "route", {"part": list(range(len(starts))), "offset": starts},
         {"input_dir": input_dir, "shard_plan": shard_plan},

@@ -41,7 +41,6 @@ class Workers:
     """Runs `function(**call)` for each call, yielding (index, result) as each finishes."""
 
     count = 1  # how many steps run at once
-    in_run_process = True  # steps run in the run's own process
 
     def map(self, function: Callable, calls: list[dict[str, Any]]) -> Iterator[tuple[int, Any]]:
         for index, call in enumerate(calls):
@@ -49,8 +48,6 @@ class Workers:
 
 
 class Processes(Workers):
-    in_run_process = False
-
     def __init__(self, count: int):
         self.count = count
         context = _fork_server()
@@ -79,8 +76,6 @@ class Processes(Workers):
 
 
 class OnDask(Workers):
-    in_run_process = False
-
     def __init__(self, address: str):
         from distributed import Client
 

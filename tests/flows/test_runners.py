@@ -235,19 +235,20 @@ def test_a_dask_runner_without_address_runs_on_one_cluster_of_its_own_that_ends_
     assert [worker["memory_limit"] for worker in found] == [1.5 * 2**30] * 2
     with pytest.raises(OSError):  # the scheduler stopped with the run
         Client(on_dask.address, timeout=2)
-    assert workers.current().in_run_process  # outside a run: the caller's process
+    # outside a run, steps run in the caller's process
+    assert dict(workers.current().map(os.getpid, [{}])) == {0: os.getpid()}
 
 
 def test_the_local_runner_runs_steps_on_a_pool_of_processes_or_here_with_one_worker():
     with workers.opened(RunnerConfig(kind="local", workers=2)) as pool:
-        assert pool.count == 2 and not pool.in_run_process
+        assert pool.count == 2
         ran = dict(pool.map(os.getpid, [{}] * 6))
         assert sorted(ran) == list(range(6)) and os.getpid() not in ran.values()
         assert dict(pool.map(workers.in_worker, [{}])) == {0: True}
         with pytest.raises(ThresherError, match="a worker process of this run ended while"):
             list(pool.map(partial(os._exit, 137), [{}]))  # as the OOM killer ends one
     with workers.opened(RunnerConfig(kind="local", workers=1)) as alone:
-        assert alone.in_run_process and dict(alone.map(os.getpid, [{}])) == {0: os.getpid()}
+        assert alone.count == 1 and dict(alone.map(os.getpid, [{}])) == {0: os.getpid()}
 
 
 def test_parts_are_sized_from_the_records_and_the_workers_within_their_bounds():
