@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -268,14 +267,14 @@ class Catalog:
         with self._exclusive(f"datasets/{staged.manifest['name']}/.commit"):
             existing = self.find(staged.dataset_hash)
             if existing is not None and existing.status == "withdrawn":
-                shutil.rmtree(staged.path)
+                storage.remove_tree(staged.path)
                 raise DataError(
                     f"this run rebuilt version {existing.dataset_hash[:16]}, which was withdrawn "
                     f"({existing.status_reason}); it is not published again. Change what goes "
                     "into it (a deletion request with `thresher forget`, the sources or the config)"
                 )
             if existing is not None:
-                shutil.rmtree(staged.path)
+                storage.remove_tree(staged.path)
                 return existing, False
             self._make_permanent(staged, sources, location)
             self.refresh_latest(staged.manifest["name"])
@@ -297,7 +296,7 @@ class Catalog:
                 storage.remove_tree(final)
             raise
         if not renamed:
-            shutil.rmtree(staged.path)
+            storage.remove_tree(staged.path)
 
     def point_latest(self, name: str) -> None:
         """`latest` beside a dataset's newest published version names it, so that

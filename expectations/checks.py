@@ -10,14 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from expectations.gates import GateProject, GateResult, suites_of
 from pipeline.config import SPLITS, GatesConfig, RunConfig, SplitConfig
-from pipeline.core import reasons
+from pipeline.core import reasons, storage
 from pipeline.core.licenses import license_class
 from pipeline.core.storage import file_sha256
 from pipeline.leakage import leakage_columns, spanning
@@ -139,13 +137,13 @@ def split_overlaps(version: pl.LazyFrame, split: SplitConfig) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=["key", "values_in_several_splits", "examples"], orient="row")
 
 
-def shard_rows(version_dir: Path, manifest: dict) -> pl.DataFrame:
+def shard_rows(version_dir: storage.Location, manifest: dict) -> pl.DataFrame:
     """Per split: records the manifest counts, rows its shard entries list, rows the files in
     data/<split>/ hold (listed or not), and listed shards whose sha256 differs."""
     rows = []
     for name in SPLITS:
         listed = [shard for shard in manifest["shards"] if shard["split"] == name]
-        files = sorted((version_dir / "data" / name).glob("*.parquet"))
+        files = sorted((version_dir / "data" / name).glob("*.parquet"), key=str)
         mismatches = sum(
             not (version_dir / s["path"]).exists()
             or file_sha256(version_dir / s["path"]) != s["sha256"]
@@ -155,7 +153,7 @@ def shard_rows(version_dir: Path, manifest: dict) -> pl.DataFrame:
             name,
             manifest["split_counts"].get(name, 0),
             sum(shard["rows"] for shard in listed),
-            sum(pq.ParquetFile(file).metadata.num_rows for file in files),
+            sum(storage.parquet_file(file).metadata.num_rows for file in files),
             mismatches,
         ))  # fmt: skip
     return pl.DataFrame(
@@ -188,9 +186,11 @@ def check_governed(
 
 
 def check_published(
-    project: GateProject, version_dir: Path, manifest: dict, cfg: RunConfig
+    project: GateProject, version_dir: storage.Location, manifest: dict, cfg: RunConfig
 ) -> GateResult:
-    files = [version_dir / shard["path"] for shard in manifest["shards"]]
+    """The published splits' shares and overlaps, and the shards against the manifest; the
+    staged version may be on object storage (a run's remote scratch)."""
+    files = [str(version_dir / shard["path"]) for shard in manifest["shards"]]
     columns = ["record_id", "content_hash", "group", "cluster_id", "split"]
     version = (
         pl.scan_parquet(files).select(columns)
@@ -235,9 +235,9 @@ def _batches(
         yield rows_of(records.slice(start, batch_rows)).collect().to_pandas()
 
 
-def approved_records(ledger_dir: Path) -> pl.DataFrame:
+def approved_records(ledger_dir: storage.Location) -> pl.DataFrame:
     """record_id of every record a reviewer approved in this run's governance events."""
-    parts = sorted(ledger_dir.glob(f"{STAGES['govern'].ledger_part}*.parquet"))
+    parts = sorted(str(p) for p in ledger_dir.glob(f"{STAGES['govern'].ledger_part}*.parquet"))
     if not parts:
         return pl.DataFrame(schema={"record_id": pl.String})
     return (

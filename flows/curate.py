@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import importlib
 import json
-import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -80,7 +80,7 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
     of a large one, sized as other stages' parts are, a record taken as 1 KiB), then drop
     repeated ids in one task."""
     out, sources = plan.stage_dir("ingest"), plan.config.source_list
-    shutil.rmtree(out, ignore_errors=True)
+    storage.remove_tree(out)
     for stale in plan.ledger_dir.glob(f"{STAGES['ingest'].ledger_part}*.parquet"):
         stale.unlink()
     size = sum(path.stat().st_size for source in sources for path, _ in source_files(source))
@@ -94,7 +94,7 @@ def ingest_task(plan: RunPlan) -> dict[str, Any]:
     per_source = {source.name: {"records_in": 0} for source in sources}
     for part, task_result in zip(parts, read, strict=True):
         per_source[part.source]["records_in"] += task_result["records_in"]
-    events = pl.scan_parquet(plan.ledger_dir / f"{STAGES['ingest'].ledger_part}*.parquet")
+    events = pl.scan_parquet(storage.files(plan.ledger_dir, f"{STAGES['ingest'].ledger_part}*"))
     stats = ingest_stats(per_source, events.select("source", "action").collect(), parts)
     for warning in stats["warnings"]:
         get_run_logger().warning("ingest: %s", warning)
@@ -136,11 +136,11 @@ def finish_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
     """Drop repeated ids from every part read (ids only, in one task); their events go to
     the ledger after every part's."""
     started = _task_start(global_step=True)
-    events = finish(Path(folder))
+    events = finish(storage.location(folder))
     ledger.write_part(events, plan.ledger_dir, f"{STAGES[name].ledger_part}-repeats")
     # every record read in: those kept, and those ingest gave a fate (bad rows, repeats)
-    ended = pl.scan_parquet(plan.ledger_dir / f"{STAGES[name].ledger_part}*.parquet")
-    ids_in = ledger.ids_digest(pl.scan_parquet(Path(folder) / "part-*.parquet")) ^ (
+    ended = pl.scan_parquet(storage.files(plan.ledger_dir, f"{STAGES[name].ledger_part}*"))
+    ids_in = ledger.ids_digest(pl.scan_parquet(storage.files(folder, "part-*.parquet"))) ^ (
         ledger.ids_digest(ended.filter(pl.col("terminal")))
     )
     return {"ids_digest": ids_in, **_task_facts(started)}
@@ -157,7 +157,7 @@ def _check_output(plan: RunPlan, stage: Stage) -> None:
 
 def check_task(plan: RunPlan, name: str, folder: str) -> dict[str, Any]:
     started = _task_start(global_step=True)
-    output = pl.scan_parquet(Path(folder) / "*.parquet")
+    output = pl.scan_parquet(storage.files(folder))
     check_disjoint(output, leakage_columns(plan.config.split))
     return _task_facts(started)
 
@@ -178,15 +178,16 @@ def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
     else:
         project = GateProject.of(plan.run_dir)
         if gate == "ingested":
-            records = pl.scan_parquet(Path(input_dir) / "*.parquet")
+            records = pl.scan_parquet(storage.files(input_dir))
             result = check_ingested(project, records, plan.config.gates, plan.started_at)
         elif gate == "governed":
-            records = pl.scan_parquet(Path(input_dir) / "*.parquet")
+            records = pl.scan_parquet(storage.files(input_dir))
             approved = approved_records(plan.ledger_dir)
             result = check_governed(project, records, plan.config, approved)
         else:
-            manifest = json.loads((Path(input_dir) / MANIFEST).read_text())
-            result = check_published(project, Path(input_dir), manifest, plan.config)
+            staged = storage.location(input_dir)
+            manifest = json.loads((staged / MANIFEST).read_text())
+            result = check_published(project, staged, manifest, plan.config)
     order = {"ingested": 1, "governed": 2, "published": 3}[gate]
     saved = plan.run_dir / "gates" / f"{order}-{gate}.json"
     saved.parent.mkdir(exist_ok=True)
@@ -204,13 +205,14 @@ def gate_task(plan: RunPlan, gate: str, input_dir: str) -> dict[str, Any]:
 
 def _part(plan: RunPlan, input_dir: str, offset: int) -> pl.LazyFrame:
     """Records [offset, offset + plan.part_rows) of a stage's input."""
-    if not Path(input_dir).is_dir():
+    if plan.scratch_is_local and not Path(input_dir).is_dir():
         raise ConfigError(
-            f"{socket.gethostname()} cannot see the run folder {input_dir}: Dask workers need "
-            "the work folder on a shared file system, mounted at the same path"
+            f"{socket.gethostname()} cannot see the run folder {input_dir}: a worker that "
+            "shares no file system with the run needs runner.scratch on object storage that "
+            "every worker reaches (s3://bucket/prefix; README: Scale out)"
         )
     rows = plan.part_rows or plan.config.runner.part_rows
-    return pl.scan_parquet(Path(input_dir) / "*.parquet").slice(offset, rows)
+    return pl.scan_parquet(storage.files(input_dir)).slice(offset, rows)
 
 
 def _task_start(global_step: bool = False) -> float:
@@ -247,24 +249,51 @@ def part_task(
     if shared is None:
         result = stage(frame, plan.config, ctx)
     elif isinstance(function, Indexed):
-        result = function.check(frame, settings, ctx, Path(shared))
+        with _local_copy(shared) as index:
+            result = function.check(frame, settings, ctx, index)
     else:
         result = function.apply(frame, pl.scan_parquet(shared), settings, ctx)
     out = plan.stage_dir(name) / f"part-{part:05d}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
-    result.frame.sink_parquet(out, **INTERMEDIATE_PARQUET)
+    result.frame.sink_parquet(str(out), **INTERMEDIATE_PARQUET)
     ledger.write_part(result.events, plan.ledger_dir, f"{stage.ledger_part}-{part:05d}")
     review = None
     if result.review_items is not None:
         review = plan.stage_dir(f"{name}-review") / f"part-{part:05d}.parquet"
         review.parent.mkdir(parents=True, exist_ok=True)
-        result.review_items.write_parquet(review)
+        result.review_items.write_parquet(str(review))
     return {
         "stats": result.stats,
         "review_items": review and str(review),
-        "records_out": pl.scan_parquet(out).select(pl.len()).collect().item(),
+        "records_out": pl.scan_parquet(str(out)).select(pl.len()).collect().item(),
         **_task_facts(started),
     }
+
+
+@contextmanager
+def _local_copy(folder: str) -> Iterator[Path]:
+    """A folder as a local path: itself when local, else a copy (an index on the remote
+    scratch) removed after the block."""
+    location = storage.location(folder)
+    if storage.is_local(location):
+        yield location
+        return
+    with tempfile.TemporaryDirectory(prefix="thresher-") as copy:
+        storage.fetch_tree(location, Path(copy))
+        yield Path(copy)
+
+
+@contextmanager
+def _written_here(folder: storage.Location) -> Iterator[Path]:
+    """A local folder to write `folder` in: itself when local, else one copied up to it
+    after the block."""
+    if storage.is_local(folder):
+        folder.mkdir(parents=True)
+        yield folder
+        return
+    with tempfile.TemporaryDirectory(prefix="thresher-") as written:
+        yield Path(written)
+        storage.place_tree(Path(written), folder)
 
 
 def sample_task(plan: RunPlan, name: str, input_dir: str, part: int, offset: int) -> dict:
@@ -276,7 +305,7 @@ def sample_task(plan: RunPlan, name: str, input_dir: str, part: int, offset: int
     )
     out = plan.stage_dir(f"{name}-sample") / f"part-{part:05d}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
-    sample.write_parquet(out)
+    sample.write_parquet(str(out))
     return {"path": str(out), **_task_facts(started)}
 
 
@@ -287,12 +316,12 @@ def fit_task(plan: RunPlan, name: str, input_dir: str, samples: list[str]) -> di
     stage = STAGES[name]
     fitted = stage.load().fit(
         pl.scan_parquet(samples),
-        pl.scan_parquet(Path(input_dir) / "*.parquet"),
+        pl.scan_parquet(storage.files(input_dir)),
         stage.settings(plan.config),
     )
     out = plan.stage_dir(f"{name}-fitted") / "fitted.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
-    fitted.write_parquet(out)
+    fitted.write_parquet(str(out))
     return {"path": str(out), **_task_facts(started)}
 
 
@@ -336,7 +365,7 @@ def _write_sent(rows: pl.DataFrame, to: pl.Series, count: int, folder: Path, sou
     for target in range(count):
         path = folder / f"to-{target:05d}" / f"{source}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
-        by_target.get((target,), rows.clear()).write_parquet(path)
+        by_target.get((target,), rows.clear()).write_parquet(str(path))
 
 
 def _write_found(found: pl.DataFrame, folder: Path, source: str, parts: int) -> str:
@@ -347,7 +376,7 @@ def _write_found(found: pl.DataFrame, folder: Path, source: str, parts: int) -> 
         return str(folder)
     out = folder / f"{source}.parquet"
     out.parent.mkdir(parents=True, exist_ok=True)
-    found.write_parquet(out)
+    found.write_parquet(str(out))
     return str(out)
 
 
@@ -356,7 +385,7 @@ def reduce_task(plan: RunPlan, name: str, partition: int, parts: int) -> dict[st
     its files."""
     started = _task_start()
     stage = STAGES[name]
-    keys = plan.stage_dir(f"{name}-keys") / f"to-{partition:05d}" / "*.parquet"
+    keys = storage.files(plan.stage_dir(f"{name}-keys") / f"to-{partition:05d}")
     found = stage.load().reduce(pl.scan_parquet(keys), stage.settings(plan.config))
     out = _write_found(found, plan.stage_dir(f"{name}-found"), f"partition-{partition:05d}", parts)
     return {"path": out, "found": found.height, **_task_facts(started)}
@@ -371,7 +400,7 @@ def exchange_task(
     stage = STAGES[name]
     exchange = stage.load().exchanges[step]
     before = plan.stage_dir(f"{name}-found" if step == 0 else f"{name}-x{step - 1}")
-    incoming = pl.scan_parquet(before / f"to-{part:05d}" / "*.parquet")
+    incoming = pl.scan_parquet(storage.files(before / f"to-{part:05d}"))
     found = exchange(
         _part(plan, input_dir, offset),
         incoming,
@@ -400,8 +429,8 @@ def shard_task(
 ) -> dict[str, Any]:
     """Write one shard of the version from the records every part routed to it."""
     started = _task_start()
-    rows = pl.scan_parquet(plan.stage_dir(f"{name}-routed") / f"to-{shard:05d}" / "*.parquet")
-    entry = write_shard(rows, shard, shard_plan, plan.config.publish, Path(staging))
+    rows = pl.scan_parquet(storage.files(plan.stage_dir(f"{name}-routed") / f"to-{shard:05d}"))
+    entry = write_shard(rows, shard, shard_plan, plan.config.publish, storage.location(staging))
     return {"entry": entry, **_task_facts(started)}
 
 
@@ -411,11 +440,11 @@ def build_task(plan: RunPlan, name: str, input_dir: str, folder: str) -> dict[st
     rebuilds it."""
     started = _task_start(global_step=True)
     stage = STAGES[name]
-    index = Path(folder)
-    shutil.rmtree(index, ignore_errors=True)
-    index.mkdir(parents=True)
-    records = pl.scan_parquet(Path(input_dir) / "*.parquet")
-    stage.load().build(records, stage.settings(plan.config), plan.context(), index)
+    index = storage.location(folder)
+    storage.remove_tree(index)
+    records = pl.scan_parquet(storage.files(input_dir))
+    with _written_here(index) as built:
+        stage.load().build(records, stage.settings(plan.config), plan.context(), built)
     return _task_facts(started)
 
 
@@ -429,18 +458,18 @@ def decide_task(
     stage = STAGES[name]
     decided = stage.load().decide(
         pl.scan_parquet(found),
-        pl.scan_parquet(Path(input_dir) / "*.parquet"),
+        pl.scan_parquet(storage.files(input_dir)),
         stage.settings(plan.config),
         plan.context(),
         *(() if fitted is None else (pl.read_parquet(fitted),)),
     )
     folder = plan.stage_dir(f"{name}-decisions")
     folder.mkdir(parents=True, exist_ok=True)
-    decided.decisions.write_parquet(folder / "decisions.parquet")
+    decided.decisions.write_parquet(str(folder / "decisions.parquet"))
     review = None
     if decided.review_items is not None and decided.review_items.height:
         review = folder / "review-items.parquet"
-        decided.review_items.write_parquet(review)
+        decided.review_items.write_parquet(str(review))
     return {
         "decisions": str(folder / "decisions.parquet"),
         "stats": decided.stats,
@@ -584,7 +613,7 @@ def parts_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
     records = _rows(input_dir)
     parts, accounting = _run_parts(plan, name, input_dir, records, index and str(index))
     if index is not None:
-        shutil.rmtree(index)
+        storage.remove_tree(index)
         accounting |= {"build_seconds": built["seconds"], "build_peak_rss_mb": built["peak_rss_mb"]}
     stats = STAGES[name].merge_stats([part["stats"] for part in parts])
     _finish_parts(plan, name, records, parts, stats)
@@ -656,7 +685,11 @@ def keyed_stage_task(plan: RunPlan, name: str, input_dir: str) -> dict[str, Any]
 STAGE_TASKS = {"per_part": parts_stage_task, "by_key": keyed_stage_task}
 
 
-def _staging_dir(plan: RunPlan) -> Path:
+def _staging_dir(plan: RunPlan) -> storage.Location:
+    """Where the shards are written: beside the versions (a rename makes one permanent), or
+    in the run's remote scratch, where every worker writes."""
+    if not plan.scratch_is_local:
+        return plan.scratch_root / "staging"
     return plan.workdir / "datasets" / plan.config.name / f".staging-{plan.run_id}"
 
 
@@ -668,7 +701,7 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
     split_stats = stats["split"]
     staging = _staging_dir(plan)
     staging.mkdir(parents=True)
-    ids = pl.scan_parquet(Path(input_dir) / "*.parquet").select("record_id", "source", "split")
+    ids = pl.scan_parquet(storage.files(input_dir)).select("record_id", "source", "split")
     ids = ids.collect()  # of every published record: the shards are planned from them
     published = dict(ids.group_by("source").len().iter_rows())
     split_facts = {  # beside the hash, for audits: how the splits were made and protected
@@ -681,7 +714,7 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
             {"name": s.name, "items": s.items.height, "path": str(s.folder)} for s in plan.eval_sets
         ],
     }
-    fields = _field_facts(plan, Path(input_dir))
+    fields = _field_facts(plan, input_dir)
     sources = [  # every declared source, with how many of its records this version holds
         {
             "name": s.name,
@@ -718,7 +751,11 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
 
 
 def _write_version(
-    plan: RunPlan, input_dir: str, ids: pl.DataFrame, staging: Path, extra: dict[str, Any]
+    plan: RunPlan,
+    input_dir: str,
+    ids: pl.DataFrame,
+    staging: storage.Location,
+    extra: dict[str, Any],
 ) -> tuple[StagedVersion, dict[str, Any]]:
     """Publish part by part: the shards planned here from the records' `ids` (record_id,
     source, split), each part's records routed to their shards, each shard sorted and
@@ -736,7 +773,7 @@ def _write_version(
             slim, name, "shard", {"shard": list(range(len(shard_plan.shards)))},
             {"shard_plan": shard_plan, "staging": str(staging)},
         )  # fmt: skip
-    shutil.rmtree(plan.stage_dir(f"{name}-routed"), ignore_errors=True)
+    storage.remove_tree(plan.stage_dir(f"{name}-routed"))
     staged = staged_version(
         ids, shard_plan, [shard["entry"] for shard in shards], plan.context(), staging, extra
     )
@@ -748,11 +785,11 @@ def _write_version(
     return staged, accounting
 
 
-def _field_facts(plan: RunPlan, input_dir: Path) -> dict[str, Any]:
+def _field_facts(plan: RunPlan, input_dir: str) -> dict[str, Any]:
     """Published and excluded metadata fields, and the single-feature leakage check on the
     train split: a field that alone predicts the label is a warning in the run's report."""
     train = (
-        pl.scan_parquet(input_dir / "*.parquet")
+        pl.scan_parquet(storage.files(input_dir))
         .filter(pl.col("split") == "train")
         .select("record_id", "label", "metadata")
         .collect()
@@ -785,11 +822,11 @@ def commit_task(
     ledger_path = ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet", True)
     log = pl.scan_parquet(ledger_path)
     counts = ledger.check_accounting(log, records_in, generated, ids_in)
-    staging = Path(staging_dir)
+    staging = storage.location(staging_dir)
     if plan.locked_test is not None:
         published = read_version(staging, verify=False).membership().collect()
         splits.check_lock_kept(plan.locked_test, published, pl.scan_parquet(ledger_path))
-    shutil.copyfile(ledger_path, staging / "ledger.parquet")
+    storage.copy_file(ledger_path, staging / "ledger.parquet")
     gates = [
         json.loads(path.read_text()) for path in sorted((plan.run_dir / "gates").glob("*.json"))
     ]
@@ -1120,13 +1157,17 @@ def _with_records(
 
 
 def _rows(folder: str) -> int:
-    return pl.scan_parquet(Path(folder) / "*.parquet").select(pl.len()).collect().item()
+    return pl.scan_parquet(storage.files(folder)).select(pl.len()).collect().item()
 
 
 def _cleanup(plan: RunPlan, failed: bool = False) -> None:
     """Remove the run's intermediate files; a run that ends without a version keeps what the
     next run may resume from (flows/resume.py), and the events it got to, for diagnosis."""
-    shutil.rmtree(_staging_dir(plan), ignore_errors=True)
+    storage.remove_tree(_staging_dir(plan))
+    if not plan.scratch_is_local:  # nothing on object storage is kept to resume from
+        storage.remove_tree(plan.scratch_root)
+        resume_steps.discard(plan.run_dir)
+        return
     if failed:
         if plan.ledger_dir.exists():
             ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet", keep_parts=True)
@@ -1160,7 +1201,8 @@ def _resume(
             f"nothing to resume for {plan.config.name!r}: no earlier run of it that ended "
             "without a version kept its files with the same inputs, config, code and catalog "
             "state (a changed file, config, deletion request or review decision starts "
-            "afresh); run without --resume"
+            "afresh; a run whose runner.scratch is on object storage keeps nothing); run "
+            "without --resume"
         )
     if resumed_from is not None:
         order = ["ingest", "ingested gate", "govern", "governed gate", *RECORD_STAGES[1:]]

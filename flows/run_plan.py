@@ -21,6 +21,7 @@ from data_catalog import deletions, eval_sets, review_queue, splits
 from data_catalog.catalog import Catalog, now
 from flows.report import repair_missing_reports
 from pipeline.config import RunConfig, config_hash
+from pipeline.core import storage
 from pipeline.core.errors import ConfigError
 from pipeline.core.schema import EvalSet
 from pipeline.publish.reader import read_version
@@ -50,17 +51,26 @@ class RunPlan:
     frozen_cutoffs: dict | None
     eval_sets: tuple[EvalSet, ...]
     part_rows: int = 0  # records per part of the stage being run (`_slim` sizes them)
+    scratch: str = ""  # the run's intermediate files: runner.scratch/<name>/<run id>, or run_dir
+
+    @property
+    def scratch_root(self) -> storage.Location:
+        return storage.location(self.scratch or self.run_dir)
+
+    @property
+    def scratch_is_local(self) -> bool:
+        return storage.is_local(self.scratch_root)
 
     @property
     def workdir(self) -> Path:
         return Path(self.config.workdir)
 
     @property
-    def ledger_dir(self) -> Path:
-        return self.run_dir / "ledger-parts"
+    def ledger_dir(self) -> storage.Location:
+        return self.scratch_root / "ledger-parts"
 
-    def stage_dir(self, stage: str) -> Path:
-        return self.run_dir / "stages" / stage
+    def stage_dir(self, stage: str) -> storage.Location:
+        return self.scratch_root / "stages" / stage
 
     def context(self, with_parent: bool = True) -> RunContext:
         parent_splits = None
@@ -136,9 +146,11 @@ def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = Non
         )
         + "\n"
     )
+    scratch = cfg.runner.scratch
     return RunPlan(
         run_id=run_id,
         run_dir=run_dir,
+        scratch=f"{scratch.rstrip('/')}/{cfg.name}/{run_id}" if scratch else str(run_dir),
         started_at=started_at or now(),
         config=cfg,
         config_hash=digest,

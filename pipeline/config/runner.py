@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from pipeline.config.base import Strict
+from pipeline.core.storage import POLARS_SCHEMES
 
 
 class RunnerConfig(Strict):
@@ -39,6 +40,25 @@ class RunnerConfig(Strict):
         "memory); parts are sized from each stage's records and the workers, several per "
         "worker, within it",
     )
+    scratch: str | None = Field(
+        None,
+        description="where the run's intermediate files go (parts, key partitions, exchanges, "
+        "decisions, ledger parts, staged shards): a folder or an object-storage URL "
+        "(s3://bucket/prefix, gs://, az://), under which each run writes <name>/<run id>/; "
+        "without it, the run folder. Workers of a cluster that share no file system with the "
+        "run need one on object storage",
+    )
+
+    @field_validator("scratch")
+    @classmethod
+    def _scratch_polars_reads(cls, value: str | None) -> str | None:
+        scheme = value.split("://", 1)[0] if value and "://" in value else None
+        if scheme is not None and scheme not in POLARS_SCHEMES:
+            raise ValueError(
+                f"runner.scratch {value!r}: the steps read and write it with polars, which "
+                f"serves {', '.join(s + '://' for s in POLARS_SCHEMES)} and local folders"
+            )
+        return value
 
     @model_validator(mode="after")
     def _address_needs_dask(self) -> RunnerConfig:

@@ -35,6 +35,7 @@ from pipeline.core.progress import progress
 from pipeline.core.schema import review_decisions
 from pipeline.review import review_items_of, with_review_hash
 from pipeline.stage import Indexed, RunContext, StageResult, add_counts
+from pipeline.text.embeddings import cache_dir
 from pipeline.text.eval_index import (
     MATCH_SCHEMA,
     METHODS,
@@ -61,7 +62,7 @@ def build_index(
 ) -> None:
     """The indexes every part is checked against, built once into `folder`: this run's test
     split (read from the stage's whole input) and every protected evaluation set."""
-    targets = _targets(frame, cfg, ctx, _embedding_cache(ctx))
+    targets = _targets(frame, cfg, ctx, cache_dir(ctx.config.workdir))
     _ignore_common(frame, cfg, ctx, [index for _, index in targets], folder)
     with (folder / INDEX_FILE).open("wb") as file:
         pickle.dump(targets, file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -99,7 +100,7 @@ def check(
     records (for the review queue), never every record. Its stats are a part's (see
     `merge_stats`)."""
     started = time.perf_counter()
-    embedding_cache = _embedding_cache(ctx)
+    embedding_cache = cache_dir(ctx.config.workdir)
     targets = _load_targets(folder)
     work = Path(tempfile.mkdtemp(prefix="contamination-work-", dir=folder))
     try:
@@ -164,10 +165,6 @@ def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 contamination = Indexed(build=build_index, check=check, merge=merge_stats)
-
-
-def _embedding_cache(ctx: RunContext) -> Path:
-    return Path(ctx.config.workdir) / "cache" / "embeddings"  # shared with dedup
 
 
 _MATCHED = pl.DataFrame(

@@ -7,15 +7,15 @@ event (published, dropped or quarantined), which `check_accounting` enforces.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import polars as pl
 import polars_hash as plh
 
-from pipeline.core import reasons
+from pipeline.core import reasons, storage
 from pipeline.core.errors import AccountingError
 from pipeline.core.schema import LEDGER_SCHEMA
+from pipeline.core.storage import Location
 
 
 def events(
@@ -55,25 +55,27 @@ def empty() -> pl.DataFrame:
     return pl.DataFrame(schema=LEDGER_SCHEMA)
 
 
-def write_part(events_frame: pl.DataFrame, ledger_dir: Path, part: str) -> Path:
+def write_part(events_frame: pl.DataFrame, ledger_dir: Location, part: str) -> Location:
     """Write a stage's events in record_id order (a record's own events keep the order the
-    stage gave them), so that the ledger never depends on the order rows arrived in."""
+    stage gave them), so that the ledger never depends on the order rows arrived in. The
+    folder may be on object storage (a run's remote scratch)."""
     ledger_dir.mkdir(parents=True, exist_ok=True)
     path = ledger_dir / f"{part}.parquet"
     ordered = events_frame.sort("record_id", maintain_order=True)
-    ordered.select(LEDGER_SCHEMA.names()).cast(LEDGER_SCHEMA).write_parquet(path)
+    ordered.select(LEDGER_SCHEMA.names()).cast(LEDGER_SCHEMA).write_parquet(str(path))
     return path
 
 
-def consolidate(ledger_dir: Path, target: Path, keep_parts: bool = False) -> Path:
+def consolidate(ledger_dir: Location, target: Path, keep_parts: bool = False) -> Path:
     """Join the parts of a run into one ledger file, in stage order, each stage's events in
     record-id order (a record's own events in the order its stage wrote them), whatever the
     parts the stage ran in; remove the parts (unless kept for a run that resumes this one).
     Each part is in record-id order (`write_part`): a stage's parts are merged, so no step
     holds a whole stage."""
     by_stage: dict[str, list[pl.LazyFrame]] = {}
-    for part in sorted(ledger_dir.glob("*.parquet")):  # named <stage number>-<stage>[-<part>]
-        by_stage.setdefault(part.name.split("-", 1)[0], []).append(pl.scan_parquet(part))
+    for part in sorted(ledger_dir.glob("*.parquet"), key=lambda part: part.name):
+        # named <stage number>-<stage>[-<part>]
+        by_stage.setdefault(part.name.split("-", 1)[0], []).append(pl.scan_parquet(str(part)))
     stages = []
     for parts in by_stage.values():
         merged = parts[0]
@@ -83,7 +85,7 @@ def consolidate(ledger_dir: Path, target: Path, keep_parts: bool = False) -> Pat
     frame = pl.concat(stages) if stages else empty().lazy()
     frame.sink_parquet(target, compression="zstd")
     if not keep_parts:
-        shutil.rmtree(ledger_dir)
+        storage.remove_tree(ledger_dir)
     return target
 
 

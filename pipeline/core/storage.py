@@ -49,6 +49,34 @@ def is_local(path: Location) -> bool:
     return isinstance(path, Path) and not isinstance(path, UPath)
 
 
+# the schemes polars reads and writes itself (object_store), as a run's scratch must be
+POLARS_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "file")
+
+
+def files(folder: str | Location, pattern: str = "*.parquet") -> str:
+    """The files of a local or remote folder matching `pattern`, as polars scans them."""
+    return f"{str(folder).rstrip('/')}/{pattern}"
+
+
+def copy_file(source: Path, target: Location) -> None:
+    """Copy a local file to a local or remote place."""
+    if is_local(target):
+        shutil.copyfile(source, target)
+    else:
+        target.fs.put_file(str(source), target.path)
+
+
+def fetch_tree(source: Location, target: Path) -> None:
+    """Copy a folder (local or remote) into the local folder `target`."""
+    if is_local(source):
+        shutil.copytree(source, target, dirs_exist_ok=True)
+        return
+    for file in source.fs.find(source.path):
+        local = target / Path(file).relative_to(source.path)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        source.fs.get_file(file, str(local))
+
+
 def scan_parquet(files: list[Location]) -> pl.LazyFrame:
     """One LazyFrame over Parquet files, local or remote (through pyarrow and fsspec)."""
     if all(is_local(file) for file in files):
@@ -81,26 +109,40 @@ def remove_tree(path: Location) -> None:
         path.fs.rm(path.path, recursive=True)
 
 
-def place_tree(source: Path, target: Location) -> bool:
-    """Put a local folder at `target` (which must not exist). On the same disk it is renamed
-    (returns True: `source` is gone); elsewhere it is copied file by file with the manifest
-    last, so that a folder with a manifest is complete (returns False: `source` stays until
-    the caller no longer needs it to clean up)."""
-    if is_local(target):
+def place_tree(source: Location, target: Location) -> bool:
+    """Put a folder (local, or on object storage: a run's remote scratch) at `target` (which
+    must not exist). On the same disk it is renamed (returns True: `source` is gone);
+    elsewhere it is copied file by file with the manifest last, so that a folder with a
+    manifest is complete (returns False: `source` stays until the caller no longer needs it
+    to clean up). Between two places of one object store the copies are the store's own."""
+    if is_local(target) and is_local(source):
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             source.rename(target)
             return True
         except OSError:  # another file system
             pass
-    files = sorted(p for p in source.rglob("*") if p.is_file())
-    for file in sorted(files, key=lambda p: p.name == "manifest.json"):
-        destination = target / file.relative_to(source).as_posix()
+    if is_local(source):
+        relative = [p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file()]
+    else:
+        relative = [
+            Path(f).relative_to(source.path).as_posix() for f in source.fs.find(source.path)
+        ]
+    for name in sorted(relative, key=lambda name: name.rsplit("/", 1)[-1] == "manifest.json"):
+        origin, destination = source / name, target / name
         if is_local(destination):
             destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(file, destination)
+            if is_local(origin):
+                shutil.copyfile(origin, destination)
+            else:
+                origin.fs.get_file(origin.path, str(destination))
+        elif is_local(origin):
+            copy_file(origin, destination)
+        elif origin.protocol == destination.protocol:
+            destination.fs.copy(origin.path, destination.path)
         else:
-            target.fs.put_file(str(file), destination.path)
+            with origin.open("rb") as read, destination.open("wb") as write:
+                shutil.copyfileobj(read, write)
     return False
 
 

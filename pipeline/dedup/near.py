@@ -31,6 +31,8 @@ No step holds more than one part's texts; the decision holds pairs and the membe
 from __future__ import annotations
 
 import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -354,8 +356,8 @@ def _measure_in_parts(
     sent = sent.join(where.rename({"doc": "left", "part": "left_part"}), on="left").join(
         where.rename({"doc": "right", "part": "_to_part"}), on="right"
     )
-    work = ctx.run_dir / "near_dedup-evidence"
-    shutil.rmtree(work, ignore_errors=True)
+    # on the process running the step: a worker of a cluster may not see the run folder
+    work = Path(tempfile.mkdtemp(prefix="near_dedup-evidence-"))
     try:
         for j in range(parts):
             asked = sent_to(sent.lazy(), j).collect()

@@ -37,7 +37,6 @@ partition, searched exactly by one task.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -47,7 +46,7 @@ from pipeline.config import DedupConfig, SemanticConfig
 from pipeline.core import reasons
 from pipeline.dedup import duplicates
 from pipeline.stage import ByKey, Decided, RunContext, StageResult
-from pipeline.text.embeddings import DIMENSIONS, cached_vectors, embed
+from pipeline.text.embeddings import DIMENSIONS, cache_dir, cached_vectors, embed
 
 STAGE = "semantic_dedup"
 DROPS = duplicates.Drops(STAGE, reasons.SEMANTIC_DUPLICATE, "semantic")
@@ -63,10 +62,6 @@ FITTED_SCHEMA = pl.Schema(
 COUNTS = ("_texts", "_embedded")  # a key partition's distinct texts, and those embedded now
 
 
-def _cache_dir(ctx: RunContext) -> Path:
-    return Path(ctx.config.workdir) / "cache" / "embeddings"
-
-
 def _sample(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
     """The vectors that train the k-means centroids: one record in SAMPLE_EVERY, chosen by
     its id's hash (the same whichever part holds it), embedded here (and cached)."""
@@ -75,7 +70,9 @@ def _sample(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFr
         .select("record_id", "content_hash", "text")
         .collect()
     )
-    embedded = embed(rows["text"], rows["content_hash"], _cache_dir(ctx), cfg.semantic.batch_size)
+    embedded = embed(
+        rows["text"], rows["content_hash"], cache_dir(ctx.config.workdir), cfg.semantic.batch_size
+    )
     return rows.select(
         "record_id",
         "content_hash",
@@ -115,7 +112,9 @@ def _keys(
     from the cache), so parts embed in parallel."""
     keys = duplicates.member_columns(frame, ctx, extra=("content_hash", "text"))
     keys = keys.collect()
-    embedded = embed(keys["text"], keys["content_hash"], _cache_dir(ctx), cfg.semantic.batch_size)
+    embedded = embed(
+        keys["text"], keys["content_hash"], cache_dir(ctx.config.workdir), cfg.semantic.batch_size
+    )
     nearest = pl.Series("_centroid", nearest_centroid(embedded.vectors, _centroids(fitted)))
     return keys.drop("text").with_columns(
         pl.Series("_vector", embedded.vectors, dtype=VECTOR),
@@ -228,7 +227,8 @@ def _similarity(
             hashes.rename({"_i": "right", "content_hash": "_right_hash"}), on="right"
         )
         vectors = cached_vectors(
-            pl.concat([chains["content_hash"], chains["_right_hash"]]), _cache_dir(ctx)
+            pl.concat([chains["content_hash"], chains["_right_hash"]]),
+            cache_dir(ctx.config.workdir),
         )
         row = {h: i for i, h in enumerate(vectors["content_hash"])}
         matrix = _matrix(vectors.rename({"embedding": "_vector"}))

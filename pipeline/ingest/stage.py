@@ -26,6 +26,7 @@ from pipeline.core.identity import declared_id_key, record_key, xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.core.progress import progress
 from pipeline.core.schema import RECORD_SCHEMA
+from pipeline.core.storage import Location, files
 from pipeline.ingest.encoding import repair_encoding
 from pipeline.ingest.pieces import Piece, file_pieces
 from pipeline.ingest.readers import DEFAULT_LIMITS, read_file_frames
@@ -42,6 +43,7 @@ INGEST_THREADS = 2
 # Run-folder files are read once and deleted: write speed matters more than size.
 INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
 REPAIRS = "repairs"  # the subfolder holding each part's encoding repairs, for `finish`
+REPEATS = "repeats"  # the subfolder where `finish` keeps the repeated ids it found
 _REPAIRS = pl.Schema(
     {
         "record_id": pl.String,
@@ -95,7 +97,7 @@ def plan_parts(sources: list[SourceDeclaration], part_bytes: int) -> list[Ingest
 def read_part(
     part: IngestPart,
     source: SourceDeclaration,
-    out_dir: Path,
+    out_dir: Location,
     limits: IngestConfig = DEFAULT_LIMITS,
     timestamp_bounds: TimestampBounds | None = None,
 ) -> tuple[int, pl.DataFrame]:
@@ -106,7 +108,8 @@ def read_part(
     out_dir.mkdir(parents=True, exist_ok=True)
     repairs_file = out_dir / REPAIRS / f"{part.number:05d}.parquet"
     for stale in [*out_dir.glob(f"part-{part.number:05d}-*.parquet"), repairs_file]:
-        stale.unlink(missing_ok=True)
+        if stale.exists():
+            stale.unlink()
     writer = _PartWriter(out_dir, f"part-{part.number:05d}")
     rows_in, bad_rows, repairs = 0, [ledger.empty()], [_REPAIRS.to_frame()]
     for batch in part.batches:
@@ -121,7 +124,7 @@ def read_part(
     repaired = pl.concat(repairs)
     if repaired.height:
         repairs_file.parent.mkdir(exist_ok=True)
-        repaired.write_parquet(repairs_file)
+        repaired.write_parquet(str(repairs_file))
     return rows_in, pl.concat(bad_rows)
 
 
@@ -131,20 +134,31 @@ def _compacted(frame: pl.DataFrame) -> pl.DataFrame:
     return pl.from_arrow(frame.to_arrow()) if frame.height else frame.clear()
 
 
-def finish(out_dir: Path) -> pl.DataFrame:
+def finish(out_dir: Location) -> pl.DataFrame:
     """Drop the records whose id came earlier in their source from the parts in `out_dir`
     (read in file order); their `duplicate_source_id` events, and the `edited` events of the
     encoding repairs of the records kept. An input without a single file still leaves one
-    (empty) part, so every later stage finds a file to read."""
+    (empty) part, so every later stage finds a file to read.
+
+    The repeats found are saved before any part is rewritten without them, and a retry
+    reads them back: the parts it finds may already have lost theirs."""
     writer = _PartWriter(out_dir, "part-00000")
     if not any(out_dir.glob("part-*.parquet")):
         writer.close()
-    repeats, events = _repeated_ids(writer.scan())
+    found = out_dir / REPEATS
+    if (found / "repeats.parquet").exists():
+        repeats = pl.read_parquet(str(found / "repeats.parquet"))
+        events = pl.read_parquet(str(found / "events.parquet"))
+    else:
+        repeats, events = _repeated_ids(writer.scan())
+        found.mkdir(parents=True, exist_ok=True)
+        events.write_parquet(str(found / "events.parquet"))
+        repeats.write_parquet(str(found / "repeats.parquet"))  # last: the pair is written
     writer.remove(repeats)
     # the repairs of the records kept (a repeat shares its first occurrence's id, not its
     # location); read again on a retry, so it gives the same edits
-    files = sorted((out_dir / REPAIRS).glob("*.parquet"))
-    repaired = pl.concat([_REPAIRS.to_frame(), *map(pl.read_parquet, files)])
+    files = sorted((out_dir / REPAIRS).glob("*.parquet"), key=lambda file: file.name)
+    repaired = pl.concat([_REPAIRS.to_frame(), *(pl.read_parquet(str(f)) for f in files)])
     if repaired.height:
         repaired = repaired.join(
             writer.scan().select("record_id", "location").collect(),
@@ -160,7 +174,7 @@ def finish(out_dir: Path) -> pl.DataFrame:
 def ingest(
     sources: list[SourceDeclaration],
     ctx: RunContext,
-    out_dir: Path,
+    out_dir: Location,
     limits: IngestConfig = DEFAULT_LIMITS,
 ) -> StageResult:
     """Read all sources into `out_dir` as Parquet parts; return a scan of them.
@@ -495,7 +509,7 @@ class _PartWriter:
     """Buffers records and writes Parquet parts of about PART_ROWS rows, named
     `<prefix>-NNNNN.parquet`."""
 
-    def __init__(self, out_dir: Path, prefix: str):
+    def __init__(self, out_dir: Location, prefix: str):
         self.out_dir, self.prefix = out_dir, prefix
         self.buffer, self.rows, self.parts = [], 0, 0
 
@@ -510,7 +524,7 @@ class _PartWriter:
         if not self.buffer:
             return
         pl.concat(self.buffer).write_parquet(
-            self.out_dir / f"{self.prefix}-{self.parts:05d}.parquet", **INTERMEDIATE_PARQUET
+            str(self.out_dir / f"{self.prefix}-{self.parts:05d}.parquet"), **INTERMEDIATE_PARQUET
         )
         self.buffer, self.rows, self.parts = [], 0, self.parts + 1
 
@@ -518,13 +532,13 @@ class _PartWriter:
         """Rewrite the parts holding any of `unwanted` (record_id, location) without them."""
         if unwanted.height == 0:
             return
-        for part in sorted(self.out_dir.glob("part-*.parquet")):
-            records = pl.read_parquet(part)
+        for part in sorted(self.out_dir.glob("part-*.parquet"), key=lambda part: part.name):
+            records = pl.read_parquet(str(part))
             kept = records.join(
                 unwanted, on=["record_id", "location"], how="anti", maintain_order="left"
             )
-            if kept.height != records.height:
-                kept.write_parquet(part, **INTERMEDIATE_PARQUET)
+            if kept.height != records.height:  # a whole file: a retry finds it or the old one
+                kept.write_parquet(str(part), **INTERMEDIATE_PARQUET)
 
     def close(self) -> None:
         """Write what is buffered; a writer that wrote nothing leaves one empty part."""
@@ -533,4 +547,4 @@ class _PartWriter:
         self.flush()
 
     def scan(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.out_dir / "part-*.parquet")
+        return pl.scan_parquet(files(self.out_dir, "part-*.parquet"))

@@ -10,6 +10,7 @@ parent and code version sit beside it in the manifest, not in it.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pipeline.config import SPLITS, PublishConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.clusters import with_cluster_ids
 from pipeline.core.schema import LANGUAGE_COLUMNS, PUBLISHED_SCHEMA, schema_description
-from pipeline.core.storage import file_sha256
+from pipeline.core.storage import Location, file_sha256, is_local
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED, StagedVersion, dataset_hash
 from pipeline.stage import RunContext
 
@@ -87,7 +88,7 @@ def write_shard(
     shard: int,
     plan: ShardPlan,
     cfg: PublishConfig,
-    out_dir: Path,
+    out_dir: Location,
 ) -> dict:
     """Write shard number `shard` of `plan` from its records (in any order); its manifest entry."""
     relative = plan.path(shard)
@@ -96,18 +97,25 @@ def write_shard(
     compression = "uncompressed" if cfg.compression == "none" else cfg.compression
     rows = records.lazy().select(PUBLISHED_SCHEMA.names()).cast(PUBLISHED_SCHEMA)
     rows = rows.sort("record_id").collect()
+    written = io.BytesIO() if not is_local(target) else target  # remote: hashed as sent
     rows.write_parquet(
-        target,
+        written,
         compression=compression,
         compression_level=cfg.compression_level if compression in ("zstd", "gzip") else None,
         row_group_size=_ROW_GROUP_ROWS,
     )
+    if isinstance(written, io.BytesIO):
+        content = written.getvalue()
+        target.fs.pipe_file(target.path, content)
+        size, sha256 = len(content), hashlib.sha256(content).hexdigest()
+    else:
+        size, sha256 = target.stat().st_size, file_sha256(target)
     return {
         "split": plan.shards[shard][0],
         "path": relative,
         "rows": rows.height,
-        "bytes": target.stat().st_size,
-        "sha256": file_sha256(target),
+        "bytes": size,
+        "sha256": sha256,
     }
 
 
@@ -139,7 +147,7 @@ def staged_version(
     plan: ShardPlan,
     shards: list[dict],
     ctx: RunContext,
-    staging_dir: Path,
+    staging_dir: Location,
     extra: dict[str, Any],
 ) -> StagedVersion:
     """The manifest, written last, over the written `shards`; a published event per record of

@@ -7,12 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from pipeline.core.schema import LEDGER_SCHEMA
+from pipeline.core.storage import Location
 
 # Config settings that stay out of manifests (which travel with the data): webhook URLs
 # carry tokens, and who may review is nobody else's business.
@@ -26,7 +26,7 @@ MANIFEST = "manifest.json"
 class StagedVersion:
     """A complete version in a staging folder, waiting for gates and the catalog commit."""
 
-    path: Path
+    path: Location  # a local folder, or the run's remote scratch
     manifest: dict[str, Any]
     events: pl.DataFrame
 
@@ -35,7 +35,7 @@ class StagedVersion:
         return self.manifest["dataset_hash"]
 
     @classmethod
-    def load(cls, path: Path) -> StagedVersion:
+    def load(cls, path: Location) -> StagedVersion:
         """A staged version written by an earlier task (its events are in the ledger)."""
         manifest = json.loads((path / MANIFEST).read_text())
         return cls(path=path, manifest=manifest, events=pl.DataFrame(schema=LEDGER_SCHEMA))

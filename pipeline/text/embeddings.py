@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -34,6 +35,17 @@ SCHEME = (
     "unpadded-64rows"  # how vectors are computed (encode): cached vectors of another are not reused
 )
 MIN_ROWS = 64  # token rows (chunks × tokens) of a forward pass at the least (encode)
+
+
+def cache_dir(workdir: str | Path) -> Path:
+    """The embedding cache of a work folder, shared by semantic dedup and contamination; on a
+    worker that cannot see the work folder (a cluster sharing only object storage), one of
+    its own in the temporary folder: the cache only saves time."""
+    if Path(workdir).is_dir():
+        return Path(workdir) / "cache" / "embeddings"
+    return Path(tempfile.gettempdir()) / "thresher-cache" / "embeddings"
+
+
 CACHE_SCHEMA = pl.Schema({"content_hash": pl.String, "embedding": pl.Array(pl.Float32, DIMENSIONS)})
 
 
