@@ -39,11 +39,14 @@ MIN_ROWS = 64  # token rows (chunks × tokens) of a forward pass at the least (e
 
 def cache_dir(workdir: str | Path) -> Path:
     """The embedding cache of a work folder, shared by semantic dedup and contamination; on a
-    worker that cannot see the work folder (a cluster sharing only object storage), one of
-    its own in the temporary folder: the cache only saves time."""
-    if Path(workdir).is_dir():
-        return Path(workdir) / "cache" / "embeddings"
-    return Path(tempfile.gettempdir()) / "thresher-cache" / "embeddings"
+    worker that cannot make it (a cluster's worker, where the run's work folder is not), one
+    of its own in the temporary folder: the cache only saves time."""
+    cache = Path(workdir) / "cache" / "embeddings"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return Path(tempfile.gettempdir()) / "thresher-cache" / "embeddings"
+    return cache
 
 
 CACHE_SCHEMA = pl.Schema({"content_hash": pl.String, "embedding": pl.Array(pl.Float32, DIMENSIONS)})
