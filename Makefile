@@ -60,7 +60,7 @@ $(DATATROVE):
 	$@ -m pip install -q datatrove==0.10.1 regex nltk spacy pyarrow
 
 bench: $(STAMP) $(DATATROVE)
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]" && $(BIN)/python bench/bench_spine.py && $(BIN)/python bench/bench_secrets.py && $(BIN)/python bench/bench_dedup.py && $(BIN)/python bench/bench_contamination.py && $(BIN)/python bench/bench_training.py && $(BIN)/python bench/bench_runners.py && $(BIN)/python bench/bench_quality.py && $(BIN)/python bench/bench_gates.py && $(BIN)/python bench/bench_boilerplate.py && $(BIN)/python bench/bench_determinism.py
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]" && $(BIN)/python bench/bench_spine.py && $(BIN)/python bench/bench_secrets.py && $(BIN)/python bench/bench_dedup.py && $(BIN)/python bench/bench_contamination.py && $(BIN)/python bench/bench_training.py && $(BIN)/python bench/bench_part_overhead.py && $(BIN)/python bench/bench_quality.py && $(BIN)/python bench/bench_gates.py && $(BIN)/python bench/bench_boilerplate.py && $(BIN)/python bench/bench_determinism.py
 
 clean:
 	rm -rf $(VENV) demo work bench/out

@@ -24,7 +24,8 @@ from profile_stages import Sampler
 
 from pipeline.config import config_hash
 from pipeline.config.loader import load_run_config
-from pipeline.stage import STAGES, RunContext, key_partition, sent_to
+from pipeline.registry import STAGES
+from pipeline.stage import RunContext, key_partition, sent_to
 
 OUT = Path(__file__).resolve().parent / "out" / "profile"
 PHASES = {  # module: the functions timed as phases of a decision
@@ -79,8 +80,7 @@ def main() -> None:
         run_id="profile", run_dir=root / "run", config=cfg, config_hash=config_hash(cfg)
     )
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
-    module_name, attribute = STAGES[args.stage].function.split(":")
-    by_key = getattr(import_module(module_name), attribute)
+    by_key = STAGES[args.stage].function
     settings = STAGES[args.stage].settings(cfg)
     records = root / args.after
     folder = root / f"{args.stage}-found"

@@ -19,7 +19,7 @@ import argparse
 import functools
 import threading
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from importlib import import_module
 from pathlib import Path
 
@@ -31,7 +31,8 @@ import psutil
 from pipeline.config import config_hash
 from pipeline.config.loader import load_run_config
 from pipeline.ingest.stage import ingest
-from pipeline.stage import STAGES, ByKey, RunContext
+from pipeline.registry import STAGES
+from pipeline.stage import ByKey, RunContext
 
 OUT = Path(__file__).resolve().parent / "out" / "profile"
 PHASES = {  # module: the functions and methods timed as steps
@@ -84,9 +85,8 @@ def main() -> None:
             target = getattr(module, owner) if owner else module
             setattr(target, attribute, sampler.timed(name, getattr(target, attribute)))
 
-    for stage in STAGES.values():  # a by-key stage's steps are phases too
-        module_name, attribute = stage.function.split(":")
-        by_key = getattr(import_module(module_name), attribute)
+    for stage in list(STAGES.values()):  # a by-key stage's steps are phases too
+        by_key = stage.function
         if isinstance(by_key, ByKey):
             steps = {
                 f.name: getattr(by_key, f.name) for f in fields(ByKey) if f.name != "exchanges"
@@ -98,7 +98,7 @@ def main() -> None:
                 sampler.timed(f"{stage.name}.{call.__name__.lstrip('_')}", call)
                 for call in by_key.exchanges
             )
-            setattr(import_module(module_name), attribute, ByKey(**timed, exchanges=exchanges))
+            STAGES[stage.name] = replace(stage, function=ByKey(**timed, exchanges=exchanges))
 
     root = OUT / str(args.records)
     if not (root / "project").exists():

@@ -19,7 +19,6 @@ from pipeline.core import reasons, storage
 from pipeline.core.licenses import license_class
 from pipeline.core.storage import file_sha256
 from pipeline.leakage import leakage_columns, spanning
-from pipeline.stage import STAGES
 from pipeline.text import content_findings
 
 # four standard deviations of a binomial share: a fair hash split of few groups strays
@@ -235,9 +234,10 @@ def _batches(
         yield rows_of(records.slice(start, batch_rows)).collect().to_pandas()
 
 
-def approved_records(ledger_dir: storage.Location) -> pl.DataFrame:
-    """record_id of every record a reviewer approved in this run's governance events."""
-    parts = sorted(str(p) for p in ledger_dir.glob(f"{STAGES['govern'].ledger_part}*.parquet"))
+def approved_records(ledger_dir: storage.Location, govern_part: str) -> pl.DataFrame:
+    """record_id of every record a reviewer approved in this run's governance events (the
+    ledger parts named from `govern_part`)."""
+    parts = sorted(str(p) for p in ledger_dir.glob(f"{govern_part}*.parquet"))
     if not parts:
         return pl.DataFrame(schema={"record_id": pl.String})
     return (

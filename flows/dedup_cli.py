@@ -173,10 +173,10 @@ def _run_config(input, fmt, text_field, id_field, methods, output, keep, thresho
 
 
 def _stage(name: str):
-    from pipeline.stage import STAGES
-
     try:
-        return STAGES[METHODS[name]].load()
+        from pipeline.registry import STAGES
+
+        return STAGES[METHODS[name]].function
     except ImportError as error:
         fail(f"--method {name} is not available in this installation ({error}); pick another")
 

@@ -23,9 +23,8 @@ A per-part stage whose parts are all checked against data built once from the wh
 (contamination: the indexes of this run's test split and the protected evaluation sets) is an
 `Indexed`: `build` writes that data into a folder once, `check` decides one part by it.
 
-`CURATE_STAGES` is the one list of the stages in order. flows/curate.py builds its tasks from
-it and `thresher dedup` finds its methods in it; a stage's function is imported the first
-time it runs, so that a caller pays only for the stages it uses.
+`pipeline/registry.py` holds the one list of the stages in order, `CURATE_STAGES`: the flow
+(flows/curate.py) runs them from it, and `thresher dedup` finds its methods in it.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from importlib import import_module
 from pathlib import Path
 from typing import Any, Literal
 
@@ -79,39 +77,44 @@ class StageResult:
 @dataclass(frozen=True)
 class Stage:
     """One curate stage: its name (in the ledger, the flow's task and the run's stage
-    folder), the config section it reads, where its function is, the columns it adds, how it
-    runs and what the flow proves about its output."""
+    folder), the config section it reads, its function, the columns it adds, how it runs,
+    what the flow proves about its output, and what the flow and the run's summary need of
+    it (the gate after it, where its stats go)."""
 
     name: str
     section: str  # the RunConfig attribute handed to the function as `cfg`
-    function: str  # "module:attribute"
+    function: Callable[..., Any]  # a stage function, a ByKey or an Indexed
     # the columns it may set or rewrite (it reads canonical records: RECORD_SCHEMA, with
     # language, cluster_id and split once a stage has added them); tests/pipeline/test_stage.py checks
     adds: tuple[str, ...] = ()
     kind: Literal["source", "records", "sink"] = "records"
     # per_part: records are decided one by one (an Indexed stage: against an index built once),
-    # so parts run as separate tasks (on threads or a Dask cluster) and give the answer of one
-    # call on every record; by_key: its function is a ByKey, run as tasks per part and per key
-    # partition (the source and the sink have runners of their own in the flow)
+    # so parts run as separate tasks (on the run's workers) and give the answer of one call on
+    # every record; by_key: its function is a ByKey, run as tasks per part and per key
+    # partition (the source and the sink have strategies of their own: flows/runner)
     runs: Literal["per_part", "by_key"] = "per_part"
-    # per_part: "module:attribute" combining the parts' stats (default: an Indexed stage's
-    # merge, else add_counts)
-    merge: str | None = None
+    # per_part: combines the parts' stats (default: an Indexed stage's merge, else add_counts)
+    merge: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
     # post-conditions the flow checks on the output: "no_leakage" = no group, duplicate
     # cluster or text in two splits (pipeline/leakage.py)
     checks: tuple[str, ...] = ()
-
-    def load(self) -> Callable[..., Any]:
-        module, attribute = self.function.split(":")
-        return getattr(import_module(module), attribute)
+    # the Great Expectations gate (expectations/) run on its output, beside the next stage
+    gate_after: str | None = None
+    # where its stats go in the run's summary (`thresher run --json`): ("dedup", "exact") is
+    # summary["dedup"]["exact"]; none: only in the run's artifact. `summary_keys` picks some.
+    summary_at: tuple[str, ...] = ()
+    summary_keys: tuple[str, ...] | None = None
+    # the stats key counting the records it quarantined for review (review.quarantined_items)
+    quarantined: str | None = None
+    number: int = 0  # its place in the registry, from 1 (pipeline/registry.py sets it)
 
     def merge_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
         """The stats of one call on every record, from the stats of each part's call."""
         if self.merge is not None:
-            module, attribute = self.merge.split(":")
-            return getattr(import_module(module), attribute)(parts)
-        function = self.load()
-        return function.merge(parts) if isinstance(function, Indexed) else add_counts(parts)
+            return self.merge(parts)
+        if isinstance(self.function, Indexed):
+            return self.function.merge(parts)
+        return add_counts(parts)
 
     def settings(self, cfg: RunConfig) -> Any:
         return getattr(cfg, self.section)
@@ -120,12 +123,12 @@ class Stage:
         """Run a records stage on `frame` with its section of `cfg`."""
         if self.kind != "records":
             raise TypeError(f"the {self.name} stage is the {self.kind}: call its function")
-        return self.load()(frame, self.settings(cfg), ctx)
+        return self.function(frame, self.settings(cfg), ctx)
 
     @property
     def ledger_part(self) -> str:
         """The name of its ledger part: parts sort in stage order, however many stages."""
-        return f"{CURATE_STAGES.index(self) + 1:02d}-{self.name}"
+        return f"{self.number:02d}-{self.name}"
 
 
 @dataclass
@@ -261,51 +264,3 @@ def add_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
             else:
                 total[key] = total.get(key, 0) + value
     return dict(sorted(total.items()))
-
-
-CURATE_STAGES: tuple[Stage, ...] = (
-    Stage("ingest", "sources", "pipeline.ingest.stage:ingest", kind="source"),
-    Stage(
-        "govern", "policy", "pipeline.govern.stage:govern", runs="per_part",
-        adds=("text", "metadata", "group", "license", "consent", "content_hash"),
-    ),
-    Stage(
-        "quality", "quality", "pipeline.quality.stage:quality", runs="per_part",
-        merge="pipeline.quality.stage:merge_stats",
-        adds=("text", "content_hash", "language", "language_score"),
-    ),
-    Stage(
-        "exact_dedup", "dedup", "pipeline.dedup.exact:exact_dedup", runs="by_key",
-        adds=("cluster_id", "label"),
-    ),
-    Stage(
-        "near_dedup", "dedup", "pipeline.dedup.near:near_dedup", runs="by_key",
-        adds=("cluster_id",),
-    ),
-    Stage(
-        "boilerplate", "dedup", "pipeline.dedup.boilerplate:boilerplate", runs="by_key",
-        adds=("text", "content_hash"),
-    ),
-    Stage(
-        "semantic_dedup", "dedup", "pipeline.dedup.semantic:semantic_dedup", runs="by_key",
-        adds=("cluster_id",),
-    ),
-    Stage(
-        "split", "split", "pipeline.split.stage:split", runs="by_key", adds=("split",),
-        checks=("no_leakage",),
-    ),
-    Stage(
-        "synthetic", "synthetic", "pipeline.augment.synthetic:synthetic", runs="by_key",
-        adds=("split",), checks=("no_leakage",),
-    ),
-    Stage(
-        "augment", "augment", "pipeline.augment.augment:augment", runs="by_key",
-        adds=("augmented_from",), checks=("no_leakage",),
-    ),
-    Stage(
-        "contamination", "contamination", "pipeline.contamination.stage:contamination",
-        runs="per_part",
-    ),
-    Stage("publish", "publish", "pipeline.publish.stage:publish", kind="sink"),
-)  # fmt: skip
-STAGES = {stage.name: stage for stage in CURATE_STAGES}

@@ -302,3 +302,11 @@ def run_in_parts(
         ),
         stats=by_key.merge_stats(decided.stats, [result.stats for result in results]),
     )
+
+
+def replace_stage(monkeypatch, name: str, function) -> None:
+    """Run `function` as stage `name` in the runs this test makes (in this process: the
+    flow looks a stage up in the registry when it runs it)."""
+    from pipeline.registry import STAGES
+
+    monkeypatch.setitem(STAGES, name, replace(STAGES[name], function=function))

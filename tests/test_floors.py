@@ -28,7 +28,7 @@ def floor(module: str) -> str:
         return "contract"
     if parts[1] in STAGE_PACKAGES:
         return f"stage:{parts[1]}"
-    return parts[1]  # core, config, text, report
+    return parts[1]  # core, config, text, registry, report
 
 
 # floor -> the floors it may import (its own included)
@@ -37,7 +37,8 @@ BELOW = {
     "config": {"core", "config"},
     "text": {"core", "config", "text"},
     "contract": {"core", "config", "text", "contract"},
-    "report": {"core", "config", "text", "contract", "report", "stage:*"},
+    "registry": {"core", "config", "text", "contract", "registry", "stage:*"},
+    "report": {"core", "config", "text", "contract", "registry", "report", "stage:*"},
 }
 
 

@@ -32,7 +32,7 @@ from pipeline.config import RunnerConfig
 from pipeline.core.errors import ThresherError
 
 # what the fork server imports once, before it forks the pool's processes
-PRELOAD = ["flows.curate"]
+PRELOAD = ["flows.runner.steps"]
 _in_pool = False  # set in a pool process by `_start_pool_process`
 _current: Workers | None = None
 

@@ -74,16 +74,23 @@ class IngestPart:
     bytes: int = 0  # the size of its files, as planned
 
 
-def plan_parts(sources: list[SourceDeclaration], part_bytes: int) -> list[IngestPart]:
+def plan_parts(
+    sources: list[SourceDeclaration],
+    part_bytes: int,
+    listed: dict[str, list[tuple[Location, str]]] | None = None,
+) -> list[IngestPart]:
     """Every source's files in batches of about BATCH_BYTES (or `part_bytes`, if less),
     consecutive batches grouped into parts of about `part_bytes` (a part holds at least one
     batch), in file order. A larger file that can be cut is cut into pieces of about
     `part_bytes` (pipeline/ingest/pieces.py), which fall in different parts: as many tasks
-    read it."""
+    read it. `listed`: each source's files (`source_files`), when the caller listed them."""
     parts: list[IngestPart] = []
     for source in sources:
         group, size = [], 0
-        for batch in _batches(_input_files(source, part_bytes), min(BATCH_BYTES, part_bytes)):
+        files = listed[source.name] if listed is not None else source_files(source)
+        for batch in _batches(
+            _input_files(source, files, part_bytes), min(BATCH_BYTES, part_bytes)
+        ):
             group.append(tuple(batch))
             size += sum(file.bytes for file in batch)
             if size >= part_bytes:
@@ -257,10 +264,12 @@ def _in_order(pool: ThreadPoolExecutor, work, items: list) -> Iterator:
         yield pending.popleft().result()
 
 
-def _input_files(source: SourceDeclaration, part_bytes: int) -> list[InputFile]:
+def _input_files(
+    source: SourceDeclaration, files: list[tuple[Location, str]], part_bytes: int
+) -> list[InputFile]:
     """A source's files in order, those larger than `part_bytes` in pieces where they can be."""
     inputs = []
-    for path, name in source_files(source):
+    for path, name in files:
         size = path.stat().st_size
         pieces = file_pieces(path, source, size, part_bytes)
         inputs += [InputFile(path, name, share, piece) for piece, share in pieces] or [

@@ -18,10 +18,6 @@ from pipeline.core import reasons
 from pipeline.text.secrets import find_secrets, mask_secrets
 
 # the stages in the order a record meets them (publish last)
-STAGE_ORDER = (
-    "ingest", "govern", "quality", "exact_dedup", "near_dedup", "boilerplate", "semantic_dedup",
-    "split", "synthetic", "augment", "contamination", "publish",
-)  # fmt: skip
 DEDUP_STAGES = ("exact_dedup", "near_dedup", "semantic_dedup")
 DUPLICATE_REASONS = (reasons.EXACT_DUPLICATE, reasons.NEAR_DUPLICATE, reasons.SEMANTIC_DUPLICATE)
 EXAMPLE_CHARS = 160
@@ -49,8 +45,11 @@ def funnel(ledger: pl.LazyFrame, records_in: int | None = None) -> list[dict[str
     made = ledger.filter(pl.col("action") == reasons.GENERATED)
     added_by_stage = dict(made.group_by("stage").len().collect().iter_rows())
     reached = set(ledger.select(pl.col("stage").unique()).collect()["stage"])
-    last = max((STAGE_ORDER.index(s) for s in reached if s in STAGE_ORDER), default=-1)
-    stages = STAGE_ORDER[:-1] if records_in is None else STAGE_ORDER[: last + 1]
+    from pipeline.registry import CURATE_STAGES  # its stages' modules: only when a report is made
+
+    order = [stage.name for stage in CURATE_STAGES]
+    last = max((order.index(s) for s in reached if s in order), default=-1)
+    stages = order[:-1] if records_in is None else order[: last + 1]
     remaining = outcomes(ledger)["records_in"] if records_in is None else records_in
     rows = [{"stage": "records in", "records": remaining, "removed": 0, "added": 0}]
     for stage in stages:

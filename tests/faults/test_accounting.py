@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from helpers import SMS_SOURCE, sms_rows, thresher, write_jsonl, write_project
+from helpers import SMS_SOURCE, replace_stage, sms_rows, thresher, write_jsonl, write_project
 
 from data_catalog.catalog import Catalog
 from pipeline.quality import stage as quality_stage
@@ -24,7 +24,7 @@ def test_a_stage_that_swaps_a_record_for_another_fails_the_run(tmp_path, sms_spa
         kept = kept.with_columns(made_up.otherwise(pl.col("record_id")).alias("record_id"))
         return type(result)(kept.lazy(), result.events, result.stats)
 
-    monkeypatch.setattr(quality_stage, "quality", swapping)  # looked up when the run runs it
+    replace_stage(monkeypatch, "quality", swapping)
     write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 60))
     config = write_project(tmp_path, [SMS_SOURCE], gates={"enabled": False})
     result = thresher("run", "--config", config, "--quiet")

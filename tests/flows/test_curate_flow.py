@@ -11,8 +11,8 @@ import pytest
 from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
 
 from data_catalog.catalog import Catalog, open_version
-from flows.curate import RECORD_STAGES
 from pipeline.core import ledger
+from pipeline.registry import RECORD_STAGES
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

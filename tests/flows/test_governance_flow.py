@@ -18,7 +18,15 @@ import polars as pl
 import pytest
 import yaml
 from credential_factory import secret_sample
-from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
+from helpers import (
+    SMS_SOURCE,
+    replace_stage,
+    run_json,
+    sms_rows,
+    thresher,
+    write_jsonl,
+    write_project,
+)
 
 from data_catalog.catalog import Catalog, open_version
 from pipeline.core.errors import DataError
@@ -353,8 +361,7 @@ def test_a_run_that_fails_midway_keeps_no_unscreened_records(tmp_path, sms_spam,
 
     broken_split = ByKey(keys=broken, reduce=broken, decide=broken, apply=broken)
 
-    # the flow looks the stage up in the registry when it runs it
-    monkeypatch.setattr("pipeline.split.stage.split", broken_split)
+    replace_stage(monkeypatch, "split", broken_split)
     config, secrets = planted_project(tmp_path, sms_spam)
     with pytest.raises(RuntimeError, match="split broke"):
         thresher("run", "--config", config)

@@ -9,9 +9,17 @@ import os
 
 import polars as pl
 import pytest
-from helpers import SMS_SOURCE, run_json, sms_rows, thresher, write_jsonl, write_project
+from helpers import (
+    SMS_SOURCE,
+    replace_stage,
+    run_json,
+    sms_rows,
+    thresher,
+    write_jsonl,
+    write_project,
+)
 
-from flows.curate import RECORD_STAGES
+from pipeline.registry import RECORD_STAGES
 from pipeline.stage import ByKey
 
 BEFORE_SPLIT = list(RECORD_STAGES[: RECORD_STAGES.index("split")])
@@ -38,7 +46,7 @@ def fail_at_split(config, monkeypatch):
 
     broken_split = ByKey(keys=broken, reduce=broken, decide=broken, apply=broken)
     with monkeypatch.context() as patched:  # the flow looks the stage up when it runs it
-        patched.setattr("pipeline.split.stage.split", broken_split)
+        replace_stage(patched, "split", broken_split)
         with pytest.raises(RuntimeError, match="split broke"):
             thresher("run", "--config", config)
 

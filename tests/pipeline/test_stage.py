@@ -11,7 +11,8 @@ from near_copies import near_copy_rows
 
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.ingest.stage import ingest
-from pipeline.stage import CURATE_STAGES, STAGES, RunContext, StageResult, read_by_parts
+from pipeline.registry import CURATE_STAGES, STAGES
+from pipeline.stage import RunContext, StageResult, read_by_parts
 
 FIELDS = {"text": "text", "id": "id", "label": "label", "group": "user", "timestamp": "sent"}
 
@@ -41,7 +42,7 @@ def test_the_registry_lists_every_stage_once_in_flow_order():
     assert [s.kind for s in CURATE_STAGES] == ["source", *["records"] * (len(names) - 2), "sink"]
     assert sorted(s.ledger_part for s in CURATE_STAGES) == [s.ledger_part for s in CURATE_STAGES]
     for stage in CURATE_STAGES:
-        assert callable(stage.load())
+        assert callable(stage.function)
     with pytest.raises(TypeError, match="the ingest stage is the source"):
         STAGES["ingest"](pl.LazyFrame(), RunConfig(name="x", sources=[]), None)
 

@@ -11,8 +11,9 @@ from polars.testing import assert_frame_equal
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.contamination.stage import build_index, check, contamination
 from pipeline.ingest.stage import ingest
+from pipeline.registry import STAGES
 from pipeline.split.stage import split
-from pipeline.stage import STAGES, RunContext
+from pipeline.stage import RunContext
 
 
 def split_records(tmp_path, sms_spam) -> pl.DataFrame:

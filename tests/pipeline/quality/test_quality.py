@@ -20,7 +20,8 @@ from pipeline.core.identity import record_id_of, xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.ingest.stage import ingest
 from pipeline.quality.stage import measure, quality
-from pipeline.stage import STAGES, RunContext
+from pipeline.registry import STAGES
+from pipeline.stage import RunContext
 
 GPL = Path("/usr/share/common-licenses/GPL-3")
 COOKIE = "This website uses cookies to give you the best experience on our pages."

@@ -1,0 +1,77 @@
+"""The curate stages, in the order a run takes them: the one list the flow (flows/curate.py)
+runs, `thresher dedup` finds its methods in, and the ledger numbers its parts by. Adding a
+stage is a line here (README: "Adding a stage")."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pipeline.augment.augment import augment
+from pipeline.augment.synthetic import synthetic
+from pipeline.contamination.stage import contamination
+from pipeline.dedup.boilerplate import boilerplate
+from pipeline.dedup.exact import exact_dedup
+from pipeline.dedup.near import near_dedup
+from pipeline.dedup.semantic import semantic_dedup
+from pipeline.govern.stage import govern
+from pipeline.ingest.stage import ingest
+from pipeline.publish.stage import publish
+from pipeline.quality.stage import merge_stats as merge_quality
+from pipeline.quality.stage import quality
+from pipeline.split.stage import split
+from pipeline.stage import Stage
+
+CURATE_STAGES: tuple[Stage, ...] = tuple(
+    replace(stage, number=number)
+    for number, stage in enumerate(
+        (
+            Stage("ingest", "sources", ingest, kind="source", gate_after="ingested"),
+            Stage(
+                "govern", "policy", govern, gate_after="governed", quarantined="review_items",
+                adds=("text", "metadata", "group", "license", "consent", "content_hash"),
+            ),
+            Stage(
+                "quality", "quality", quality, merge=merge_quality, summary_at=("quality",),
+                adds=("text", "content_hash", "language", "language_score"),
+            ),
+            Stage(
+                "exact_dedup", "dedup", exact_dedup, runs="by_key",
+                adds=("cluster_id", "label"), summary_at=("dedup", "exact"),
+            ),
+            Stage(
+                "near_dedup", "dedup", near_dedup, runs="by_key", adds=("cluster_id",),
+                summary_at=("dedup", "minhash"),
+            ),
+            Stage(
+                "boilerplate", "dedup", boilerplate, runs="by_key",
+                adds=("text", "content_hash"), summary_at=("dedup", "boilerplate"),
+            ),
+            Stage(
+                "semantic_dedup", "dedup", semantic_dedup, runs="by_key", adds=("cluster_id",),
+                summary_at=("dedup", "semantic"),
+            ),
+            Stage(
+                "split", "split", split, runs="by_key", adds=("split",), checks=("no_leakage",),
+                summary_at=("split",),
+                summary_keys=("cutoffs", "cutoffs_frozen", "locked", "moved", "dropped", "warnings"),
+            ),
+            Stage(
+                "synthetic", "synthetic", synthetic, runs="by_key", adds=("split",),
+                checks=("no_leakage",), summary_at=("synthetic",),
+            ),
+            Stage(
+                "augment", "augment", augment, runs="by_key", adds=("augmented_from",),
+                checks=("no_leakage",), summary_at=("augment",),
+            ),
+            Stage(
+                "contamination", "contamination", contamination, summary_at=("contamination",),
+                quarantined="quarantined",
+            ),
+            Stage("publish", "publish", publish, kind="sink", gate_after="published"),
+        ),
+        start=1,
+    )
+)  # fmt: skip
+STAGES = {stage.name: stage for stage in CURATE_STAGES}
+# the stages between ingest and publishing, in order: each reads the one before
+RECORD_STAGES = tuple(stage.name for stage in CURATE_STAGES if stage.kind == "records")
