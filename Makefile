@@ -57,7 +57,7 @@ lint: $(STAMP)
 DATATROVE := bench/out/datatrove-venv/bin/python
 $(DATATROVE):
 	$(PYTHON) -m venv bench/out/datatrove-venv
-	$@ -m pip install -q datatrove==0.10.1 regex nltk spacy pyarrow
+	$@ -m pip install -q datatrove==0.10.1 "xxhash<4" tokenizers orjson regex nltk spacy pyarrow
 
 bench: $(STAMP) $(DATATROVE)
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]" && $(BIN)/python bench/bench_spine.py && $(BIN)/python bench/bench_secrets.py && $(BIN)/python bench/bench_dedup.py && $(BIN)/python bench/bench_contamination.py && $(BIN)/python bench/bench_training.py && $(BIN)/python bench/bench_part_overhead.py && $(BIN)/python bench/bench_quality.py && $(BIN)/python bench/bench_gates.py && $(BIN)/python bench/bench_boilerplate.py && $(BIN)/python bench/bench_determinism.py
