@@ -262,8 +262,9 @@ def _step_note(result: StageDone | dict[str, Any]) -> str:
     if isinstance(result, StageDone):
         if not result.ran:
             return "off"
-        records = result.records_out if result.records_out is not None else rows(result.path)
-        return f"{records:,} records out"
+        if result.records_out is not None:  # ingest's
+            return f"{result.records_out:,} records"
+        return f"{rows(result.path):,} records out"
     failed = sum(not check["success"] for check in result["checks"])
     skipped = result.get("skipped")
     return "skipped" if skipped else f"{len(result['checks'])} checks, {failed} failed"
@@ -295,15 +296,16 @@ def _with_records(
 
 def _cleanup(plan: RunPlan, failed: bool = False) -> None:
     """Remove the run's intermediate files; a run that ends without a version keeps what the
-    next run may resume from (flows/resume.py), and the events it got to, for diagnosis."""
+    next run may resume from (flows/resume.py), and the events it got to, for diagnosis. A
+    scratch of its own (runner.scratch) is removed whatever happened: it keeps nothing to
+    resume from, only its events, consolidated into the run folder."""
     storage.remove_tree(publishing.staging_dir(plan))
-    if not plan.scratch_is_local:  # nothing on object storage is kept to resume from
+    if failed and plan.ledger_dir.exists():
+        ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet", keep_parts=True)
+    if not plan.scratch_in_run_dir:
         storage.remove_tree(plan.scratch_root)
         resume_steps.discard(plan.run_dir)
-        return
-    if failed:
-        if plan.ledger_dir.exists():
-            ledger.consolidate(plan.ledger_dir, plan.run_dir / "ledger.parquet", keep_parts=True)
+    elif failed:
         resume_steps.keep_for_resume(plan.run_dir)
     else:
         resume_steps.discard(plan.run_dir)

@@ -15,7 +15,7 @@ import psutil
 from data_catalog.catalog import CATALOG_FILE, Catalog
 from flows import resume as resume_steps
 from flows.alerts import report_interrupted
-from flows.run_plan import OWNER_FILE
+from flows.run_plan import OWNER_FILE, scratch_of
 from pipeline.config import RunConfig
 from pipeline.core import storage
 from pipeline.publish.version import MANIFEST
@@ -74,8 +74,15 @@ def _fail_lost_runs(cfg: RunConfig, catalog: Catalog) -> None:
 
 
 def _tidy_interrupted(run_dir: Path, cfg: RunConfig, catalog: Catalog) -> None:
-    """Delete what an interrupted run left that holds unscreened text, and its staging."""
-    if run_dir.is_dir():
+    """Delete what an interrupted run left that holds unscreened text, and its staging (in
+    the work folder, or in the run's own scratch, removed whole: runner.scratch)."""
+    scratch = scratch_of(cfg, run_dir.name)
+    if scratch is not None:
+        resume_steps.discard(run_dir)
+        scratch_root = storage.location(scratch)
+        _remove_partial_copy(scratch_root / "staging", cfg, catalog)
+        storage.remove_tree(scratch_root)
+    elif run_dir.is_dir():
         resume_steps.keep_for_resume(run_dir)
     for staging in (Path(cfg.workdir) / "datasets").glob(f"*/.staging-{run_dir.name}"):
         _remove_partial_copy(staging, cfg, catalog)
@@ -99,7 +106,7 @@ def _own_catalog(catalog: Catalog, cfg: RunConfig) -> bool:
     return url.get_backend_name() == "sqlite" and Path(url.database or "").resolve() == own
 
 
-def _remove_partial_copy(staging: Path, cfg: RunConfig, catalog: Catalog) -> None:
+def _remove_partial_copy(staging: storage.Location, cfg: RunConfig, catalog: Catalog) -> None:
     """A run killed while copying its version to `publish.location` leaves part of it there:
     remove it unless the catalog holds that version (then it is complete)."""
     manifest = staging / MANIFEST

@@ -170,8 +170,6 @@ def summarize(
         **committed["counts"],
         "reasons": ledger.counts_by_reason(events, terminal=True),
         "changes": ledger.counts_by_reason(events, terminal=False),  # edits and moves
-        "label_conflicts": label_conflicts,
-        "splits": _published_splits(version_dir),
     }
     for name, stage_stats in stats.items():  # each where its stage says
         stage = STAGES[name]
@@ -181,6 +179,8 @@ def summarize(
             keys = stage.summary_keys or stage_stats
             place[key] = {k: stage_stats[k] for k in keys if k in stage_stats}
     return summary | {
+        "label_conflicts": label_conflicts,
+        "splits": _published_splits(version_dir),
         "fields": {
             "excluded": fields["excluded"],
             "leakage_warnings": fields["leakage_warnings"],

@@ -62,6 +62,12 @@ class RunPlan:
         return storage.is_local(self.scratch_root)
 
     @property
+    def scratch_in_run_dir(self) -> bool:
+        """The default: the run's intermediate files in its run folder, where a failed run
+        keeps them for the next to resume from."""
+        return self.scratch_root == self.run_dir
+
+    @property
     def workdir(self) -> Path:
         return Path(self.config.workdir)
 
@@ -123,6 +129,13 @@ def _check_languages(cfg: RunConfig) -> None:
             )
 
 
+def scratch_of(cfg: RunConfig, run_id: str) -> str | None:
+    """Where a run of `cfg` keeps its intermediate files when `runner.scratch` is set: each run
+    its own prefix, runner.scratch/<name>/<run id>."""
+    scratch = cfg.runner.scratch
+    return f"{scratch.rstrip('/')}/{cfg.name}/{run_id}" if scratch else None
+
+
 def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = None) -> RunPlan:
     _check_languages(cfg)
     repair_missing_reports(catalog)  # of versions whose run was killed after their commit
@@ -146,11 +159,10 @@ def plan_run(cfg: RunConfig, catalog: Catalog, started_at: datetime | None = Non
         )
         + "\n"
     )
-    scratch = cfg.runner.scratch
     return RunPlan(
         run_id=run_id,
         run_dir=run_dir,
-        scratch=f"{scratch.rstrip('/')}/{cfg.name}/{run_id}" if scratch else str(run_dir),
+        scratch=scratch_of(cfg, run_id) or str(run_dir),
         started_at=started_at or now(),
         config=cfg,
         config_hash=digest,

@@ -101,14 +101,15 @@ def timed_step(global_step: bool = False) -> Callable[[Callable[..., R]], Callab
 
     def measured(function: Callable[..., R]) -> Callable[..., R]:
         @functools.wraps(function)
-        def run(*args: Any, **kwargs: Any) -> R:
+        def run(plan: RunPlan, *args: Any, **kwargs: Any) -> R:
+            _check_scratch(plan)
             on_worker = workers.in_worker()
             if on_worker or global_step:
                 release_free_memory()
             if on_worker:
                 reset_peak_rss()
             started = time.perf_counter()
-            result = function(*args, **kwargs)
+            result = function(plan, *args, **kwargs)
             seconds = round(time.perf_counter() - started, 3)
             return replace(result, seconds=seconds, peak_rss_mb=peak_rss_mb())
 
@@ -151,14 +152,19 @@ def check_task(plan: RunPlan, name: str, folder: str) -> Ran:
     return Ran()
 
 
+def _check_scratch(plan: RunPlan) -> None:
+    """A worker that cannot see a local scratch (the run folder, by default) says so before
+    its step writes anything there."""
+    if plan.scratch_is_local and not plan.scratch_root.is_dir():
+        raise ConfigError(
+            f"{socket.gethostname()} cannot see the run's folder {plan.scratch_root}: a worker "
+            "that shares no file system with the run needs runner.scratch on object storage "
+            "that every worker reaches (s3://bucket/prefix; README: Scale out)"
+        )
+
+
 def _part(plan: RunPlan, input_dir: str, offset: int) -> pl.LazyFrame:
     """Records [offset, offset + plan.part_rows) of a stage's input."""
-    if plan.scratch_is_local and not Path(input_dir).is_dir():
-        raise ConfigError(
-            f"{socket.gethostname()} cannot see the run folder {input_dir}: a worker that "
-            "shares no file system with the run needs runner.scratch on object storage that "
-            "every worker reaches (s3://bucket/prefix; README: Scale out)"
-        )
     rows = plan.part_rows or plan.config.runner.part_rows
     return pl.scan_parquet(storage.files(input_dir)).slice(offset, rows)
 

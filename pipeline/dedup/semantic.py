@@ -45,7 +45,7 @@ import polars_hash  # noqa: F401  (registers the .nchash namespace)
 from pipeline.config import DedupConfig, SemanticConfig
 from pipeline.core import reasons
 from pipeline.dedup import duplicates
-from pipeline.stage import ByKey, Decided, RunContext, StageResult
+from pipeline.stage import ByKey, Decided, RunContext, StageResult, read_by_parts
 from pipeline.text.embeddings import DIMENSIONS, cache_dir, cached_vectors, embed
 
 STAGE = "semantic_dedup"
@@ -196,7 +196,7 @@ def _decide(
         resolution,
         records,
         drops=DROPS,
-        similarity=lambda dropped: _similarity(dropped, pairs, members, ctx),
+        similarity=lambda dropped: _similarity(dropped, pairs, members, records, cfg, ctx),
         ctx=ctx,
         stats={
             "records": records.select(pl.len()).collect().item(),
@@ -211,7 +211,12 @@ def _decide(
 
 
 def _similarity(
-    dropped: pl.DataFrame, pairs: pl.DataFrame, members: pl.DataFrame, ctx: RunContext
+    dropped: pl.DataFrame,
+    pairs: pl.DataFrame,
+    members: pl.DataFrame,
+    records: pl.LazyFrame,
+    cfg: DedupConfig,
+    ctx: RunContext,
 ) -> pl.Series:
     """The cosine of each dropped record (`_i`) and the record kept for it (`kept_i`): the
     pair's, or, for a chain (A~B~C: C dropped for A), computed from the two cached vectors."""
@@ -226,10 +231,20 @@ def _similarity(
         chains = chains.join(hashes, left_on="left", right_on="_i").join(
             hashes.rename({"_i": "right", "content_hash": "_right_hash"}), on="right"
         )
-        vectors = cached_vectors(
-            pl.concat([chains["content_hash"], chains["_right_hash"]]),
-            cache_dir(ctx.config.workdir),
-        )
+        wanted = pl.concat([chains["content_hash"], chains["_right_hash"]]).unique()
+        cache = cache_dir(ctx.config.workdir)
+        vectors = cached_vectors(wanted, cache)
+        if vectors.height < wanted.len():  # embedded by another worker, with a cache of its own
+            missing = wanted.filter(~wanted.is_in(vectors["content_hash"].implode()))
+            texts = read_by_parts(
+                records,
+                ctx.config.runner.part_rows,
+                lambda part: part.select("content_hash", "text").filter(
+                    pl.col("content_hash").is_in(missing.implode())
+                ),
+            ).unique("content_hash")
+            embed(texts["text"], texts["content_hash"], cache, cfg.semantic.batch_size)
+            vectors = cached_vectors(wanted, cache)
         row = {h: i for i, h in enumerate(vectors["content_hash"])}
         matrix = _matrix(vectors.rename({"embedding": "_vector"}))
         left = [row[h] for h in chains["content_hash"]]

@@ -26,7 +26,7 @@ from pipeline.core.identity import declared_id_key, record_key, xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.core.progress import progress
 from pipeline.core.schema import RECORD_SCHEMA
-from pipeline.core.storage import Location, files
+from pipeline.core.storage import Location, files, is_local
 from pipeline.ingest.encoding import repair_encoding
 from pipeline.ingest.pieces import Piece, file_pieces
 from pipeline.ingest.readers import DEFAULT_LIMITS, read_file_frames
@@ -514,6 +514,16 @@ def _repeated_ids(records: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return repeats.select("record_id", "location"), events
 
 
+def _write_whole(frame: pl.DataFrame, path: Location) -> None:
+    """Replace a file whole: on a local disk through a rename; an object store's write is."""
+    if not is_local(path):
+        frame.write_parquet(str(path), **INTERMEDIATE_PARQUET)
+        return
+    partial = path.with_name(f".{path.name}.partial")
+    frame.write_parquet(partial, **INTERMEDIATE_PARQUET)
+    partial.replace(path)
+
+
 class _PartWriter:
     """Buffers records and writes Parquet parts of about PART_ROWS rows, named
     `<prefix>-NNNNN.parquet`."""
@@ -546,8 +556,8 @@ class _PartWriter:
             kept = records.join(
                 unwanted, on=["record_id", "location"], how="anti", maintain_order="left"
             )
-            if kept.height != records.height:  # a whole file: a retry finds it or the old one
-                kept.write_parquet(str(part), **INTERMEDIATE_PARQUET)
+            if kept.height != records.height:  # whole: a retry finds it or the old one
+                _write_whole(kept, part)
 
     def close(self) -> None:
         """Write what is buffered; a writer that wrote nothing leaves one empty part."""

@@ -82,6 +82,13 @@ def test_a_cluster_sharing_only_object_storage_publishes_what_the_local_runner_d
                     "scratch": f"{lake}/scratch",
                 }
             }
+            # without runner.scratch, the workers are told what they cannot see
+            without = dict(on_cluster, runner=dict(on_cluster["runner"], scratch=None))
+            remote.write_text(yaml.safe_dump(without, sort_keys=False))
+            blind = thresher("run", "--config", remote)
+            assert blind.exit_code != 0
+            assert "cannot see the run's folder" in blind.stderr
+            assert "runner.scratch on object storage" in " ".join(blind.stderr.split())
             remote.write_text(yaml.safe_dump(on_cluster, sort_keys=False))
             summary = run(remote)
             with Client(address, timeout=10) as client:
