@@ -190,6 +190,41 @@ def _tree(root: psutil.Process, prefect_home: str, known: dict[int, psutil.Proce
             continue
 
 
+def watched(process: subprocess.Popen, prefect_home: str | None = None) -> tuple:
+    """Wait for `process`, polling its whole tree (and, with `prefect_home`, any process with
+    that PREFECT_HOME: the ephemeral server may leave the tree) every POLL_SECONDS. Returns
+    its wait status and rusage, each process's last seen CPU seconds (user + system) by pid,
+    the tree's peak RSS in bytes and the processes seen."""
+    root = psutil.Process(process.pid)
+    known: dict[int, psutil.Process] = {process.pid: root}
+    tree_peak = 0
+    cpu: dict[int, float] = {}
+    polls = 0
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            return status, usage, cpu, tree_peak, known
+        if prefect_home is not None and polls % 8 == 0:  # the full process scan, every 2 s
+            _tree(root, prefect_home, known)
+        else:
+            try:
+                for child in root.children(recursive=True):
+                    known.setdefault(child.pid, child)
+            except psutil.Error:
+                pass
+        total = 0
+        for member in list(known.values()):
+            try:
+                total += member.memory_info().rss
+                times = member.cpu_times()
+                cpu[member.pid] = times.user + times.system
+            except psutil.Error:
+                known.pop(member.pid, None)
+        tree_peak = max(tree_peak, total)
+        polls += 1
+        time.sleep(POLL_SECONDS)
+
+
 def measure(label: str, data: Path, code_root: Path | None, out: Path) -> dict:
     """One `thresher run` in a fresh project; its summary, peak RSS and what it published."""
     folder = out / label
@@ -212,34 +247,7 @@ def measure(label: str, data: Path, code_root: Path | None, out: Path) -> dict:
         process = subprocess.Popen(
             command, cwd=config.parent, env=env, stdout=stdout, stderr=stderr
         )
-        root = psutil.Process(process.pid)
-        known: dict[int, psutil.Process] = {process.pid: root}
-        tree_peak = 0
-        cpu: dict[int, float] = {}  # the user + system seconds each process had, last seen
-        polls = 0
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if polls % 8 == 0:  # the full process scan, every 2 s
-                _tree(root, str(prefect_home), known)
-            else:
-                try:
-                    for child in root.children(recursive=True):
-                        known.setdefault(child.pid, child)
-                except psutil.Error:
-                    pass
-            total = 0
-            for member in list(known.values()):
-                try:
-                    total += member.memory_info().rss
-                    times = member.cpu_times()
-                    cpu[member.pid] = times.user + times.system
-                except psutil.Error:
-                    known.pop(member.pid, None)
-            tree_peak = max(tree_peak, total)
-            polls += 1
-            time.sleep(POLL_SECONDS)
+        status, usage, cpu, tree_peak, known = watched(process, str(prefect_home))
     wall = time.perf_counter() - started
     returncode = os.waitstatus_to_exitcode(status)
     process.returncode = returncode

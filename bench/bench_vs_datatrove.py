@@ -90,26 +90,8 @@ def run_datatrove(data: Path, tasks: int, workers: int) -> dict:
     started = time.perf_counter()
     with stdout_path.open("w") as stdout, stderr_path.open("w") as stderr:
         process = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr)
-        root = psutil.Process(process.pid)
-        known, cpu, tree_peak = {process.pid: root}, {}, 0
-        while not (waited := os.wait4(process.pid, os.WNOHANG))[0]:
-            try:
-                for child in root.children(recursive=True):
-                    known.setdefault(child.pid, child)
-            except psutil.Error:
-                pass
-            total = 0
-            for member in list(known.values()):
-                try:
-                    total += member.memory_info().rss
-                    times = member.cpu_times()
-                    cpu[member.pid] = times.user + times.system
-                except psutil.Error:
-                    known.pop(member.pid, None)
-            tree_peak = max(tree_peak, total)
-            time.sleep(bench_determinism.POLL_SECONDS)
+        status, usage, cpu, tree_peak, _ = bench_determinism.watched(process)
     wall = time.perf_counter() - started
-    _, status, usage = waited
     result = {
         "tool": "datatrove 0.10.1",
         "label": "datatrove",
