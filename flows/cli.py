@@ -266,12 +266,6 @@ def orchestrated(say, quiet: bool, verbose: bool, workdir: Path | None = None) -
         yield
 
 
-def _ignored(ngrams: dict[str, int]) -> str:
-    """How many of a set's n-grams were too common (boilerplate) to be evidence, if any."""
-    total = sum(ngrams.values())
-    return f" ({total:,} boilerplate n-gram(s) ignored)" if total else ""
-
-
 def _print_summary(summary: dict[str, Any], out: Console) -> None:
     state = "new version" if summary["created"] else "identical to an existing version"
     if summary.get("unchanged_since"):
@@ -296,45 +290,8 @@ def _print_summary(summary: dict[str, Any], out: Console) -> None:
         for name, counts in summary["splits"].items()
     )
     out.print(f"splits: {splits}")
-    quality = summary["quality"]
-    languages = sorted(quality["languages"].items(), key=lambda item: -item[1])[:3]
-    out.print(
-        f"quality: dropped {sum(quality['dropped_by_source_and_reason'].values())}, "
-        f"{quality['lines_removed']} line(s) removed from {quality['records_with_lines_removed']} "
-        f"record(s); languages {', '.join(f'{code} {n}' for code, n in languages) or 'not judged'}"
-    )
-    dedup = ", ".join(
-        f"{method} dropped {stats['dropped']}"
-        + (
-            f" ({stats['related_pairs']} related pairs linked)"
-            if stats.get("related_pairs")
-            else ""
-        )
-        for method, stats in summary["dedup"].items()
-        if method == "exact" or "records" in stats  # a method that ran
-    )
-    out.print(f"dedup: {dedup}")
+    _print_stage_lines(summary, out)
     _print_data_quality(summary, out)
-    split = summary["split"]
-    if split.get("cutoffs"):
-        frozen = " (frozen)" if split.get("cutoffs_frozen") else ""
-        cutoffs = ", ".join(f"{name} from {when}" for name, when in split["cutoffs"].items())
-        out.print(f"time cutoffs{frozen}: {cutoffs}")
-    for warning in split.get("warnings", []):
-        out.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
-    if split.get("locked"):
-        out.print(f"locked test set: {split['locked']} record(s) held in test")
-    checked = summary["contamination"]
-    per_set = ", ".join(
-        f"{name}: {figures['contaminated_items']} of {figures['items']} items matched by "
-        f"{figures['records']} record(s)" + _ignored(figures.get("ignored_ngrams", {}))
-        for name, figures in checked["eval_sets"].items()
-        if figures["items"]
-    )
-    out.print(
-        f"contamination: {checked['checked']} records checked; {per_set or 'no evaluation set'}"
-        f"; dropped {checked['dropped']}, quarantined {checked['quarantined']}"
-    )
     review = summary["review"]
     if review["quarantined_items"]:
         out.print(
@@ -368,14 +325,23 @@ def _print_steps(steps: dict[str, dict], out: Console) -> None:
     )
 
 
+def _print_stage_lines(summary: dict[str, Any], out: Console) -> None:
+    """Each stage's lines, in run order, from its stats where its registry entry put them."""
+    from pipeline.registry import CURATE_STAGES
+
+    for stage in CURATE_STAGES:
+        stats = summary
+        for key in stage.summary_at:
+            stats = stats.get(key, {})
+        for line in stage.lines(stats) if stage.lines and stats else []:
+            if line.startswith("warning: "):
+                out.print(f"[yellow]warning:[/] {escape(line[9:])}", highlight=False)
+            else:
+                out.print(escape(line))
+
+
 def _print_data_quality(summary: dict[str, Any], out: Console) -> None:
-    """Boilerplate, label conflicts, synthetic records, augmentation and field leakage."""
-    boilerplate = summary["dedup"]["boilerplate"]
-    if boilerplate.get("edited") or boilerplate.get("dropped"):
-        out.print(
-            f"boilerplate: {boilerplate['boilerplate_segments']} repeated segment(s) removed "
-            f"from {boilerplate['edited']} record(s); {boilerplate['dropped']} left empty, dropped"
-        )
+    """Label conflicts and field leakage."""
     conflicts = {
         source: rates
         for source, rates in summary["label_conflicts"].items()
@@ -388,22 +354,6 @@ def _print_data_quality(summary: dict[str, Any], out: Console) -> None:
                 f"{source} {rates['conflicting']} of {rates['labelled']} ({rates['rate']:.2%})"
                 for source, rates in conflicts.items()
             )
-        )
-    shares = summary["synthetic"]["share"]
-    if any(figures["synthetic"] for figures in shares.values()):
-        out.print(
-            "synthetic: "
-            + ", ".join(
-                f"{split} {figures['synthetic']} of {figures['records']} ({figures['share']:.1%})"
-                for split, figures in shares.items()
-            )
-        )
-    augmented = summary["augment"]
-    if augmented.get("generated"):
-        out.print(
-            f"augmentation: {augmented['generated']} variant(s) of {augmented['origins']} train "
-            f"record(s): kept {augmented['kept']}, drifted {augmented['drifted']}, uncertain "
-            f"{augmented['uncertain']} (queued), duplicates {augmented['duplicates']}"
         )
     excluded = summary["fields"]["excluded"]
     if excluded:

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pipeline.augment.augment import augment
-from pipeline.augment.synthetic import synthetic
-from pipeline.contamination.stage import contamination
-from pipeline.dedup.boilerplate import boilerplate
+from pipeline.augment import augment, synthetic
+from pipeline.contamination import stage as contamination
+from pipeline.dedup import boilerplate, duplicates
 from pipeline.dedup.exact import exact_dedup
 from pipeline.dedup.near import near_dedup
 from pipeline.dedup.semantic import semantic_dedup
 from pipeline.govern.stage import govern
 from pipeline.ingest.stage import ingest
 from pipeline.publish.stage import publish
-from pipeline.quality.stage import merge_stats as merge_quality
-from pipeline.quality.stage import quality
-from pipeline.split.stage import split
+from pipeline.quality import stage as quality
+from pipeline.split import stage as split
 from pipeline.stage import Stage
 
 CURATE_STAGES: tuple[Stage, ...] = tuple(
@@ -31,41 +29,45 @@ CURATE_STAGES: tuple[Stage, ...] = tuple(
                 adds=("text", "metadata", "group", "license", "consent", "content_hash"),
             ),
             Stage(
-                "quality", "quality", quality, merge=merge_quality, summary_at=("quality",),
+                "quality", "quality", quality.quality, merge=quality.merge_stats,
+                summary_at=("quality",), lines=quality.summary_lines,
                 adds=("text", "content_hash", "language", "language_score"),
             ),
             Stage(
                 "exact_dedup", "dedup", exact_dedup, runs="by_key",
                 adds=("cluster_id", "label"), summary_at=("dedup", "exact"),
+                lines=duplicates.summary_lines("exact dedup", always=True),
             ),
             Stage(
                 "near_dedup", "dedup", near_dedup, runs="by_key", adds=("cluster_id",),
-                summary_at=("dedup", "minhash"),
+                summary_at=("dedup", "minhash"), lines=duplicates.summary_lines("near dedup"),
             ),
             Stage(
-                "boilerplate", "dedup", boilerplate, runs="by_key",
+                "boilerplate", "dedup", boilerplate.boilerplate, runs="by_key",
                 adds=("text", "content_hash"), summary_at=("dedup", "boilerplate"),
+                lines=boilerplate.summary_lines,
             ),
             Stage(
                 "semantic_dedup", "dedup", semantic_dedup, runs="by_key", adds=("cluster_id",),
-                summary_at=("dedup", "semantic"),
+                summary_at=("dedup", "semantic"), lines=duplicates.summary_lines("semantic dedup"),
             ),
             Stage(
-                "split", "split", split, runs="by_key", adds=("split",), checks=("no_leakage",),
-                summary_at=("split",),
+                "split", "split", split.split, runs="by_key", adds=("split",),
+                checks=("no_leakage",), summary_at=("split",), lines=split.summary_lines,
                 summary_keys=("cutoffs", "cutoffs_frozen", "locked", "moved", "dropped", "warnings"),
             ),
             Stage(
-                "synthetic", "synthetic", synthetic, runs="by_key", adds=("split",),
-                checks=("no_leakage",), summary_at=("synthetic",),
+                "synthetic", "synthetic", synthetic.synthetic, runs="by_key", adds=("split",),
+                checks=("no_leakage",), summary_at=("synthetic",), lines=synthetic.summary_lines,
             ),
             Stage(
-                "augment", "augment", augment, runs="by_key", adds=("augmented_from",),
-                checks=("no_leakage",), summary_at=("augment",),
+                "augment", "augment", augment.augment, runs="by_key", adds=("augmented_from",),
+                checks=("no_leakage",), summary_at=("augment",), lines=augment.summary_lines,
             ),
             Stage(
-                "contamination", "contamination", contamination, summary_at=("contamination",),
-                quarantined="quarantined",
+                "contamination", "contamination", contamination.contamination,
+                summary_at=("contamination",), quarantined="quarantined",
+                lines=contamination.summary_lines,
             ),
             Stage("publish", "publish", publish, kind="sink", gate_after="published"),
         ),

@@ -104,6 +104,8 @@ class Stage:
     # summary["dedup"]["exact"]; none: only in the run's artifact. `summary_keys` picks some.
     summary_at: tuple[str, ...] = ()
     summary_keys: tuple[str, ...] | None = None
+    # how its stats (at summary_at) read in `thresher run`: a few lines, none when idle
+    lines: Callable[[dict[str, Any]], list[str]] | None = None
     # the stats key counting the records it quarantined for review (review.quarantined_items)
     quarantined: str | None = None
     number: int = 0  # its place in the registry, from 1 (pipeline/registry.py sets it)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -437,3 +438,14 @@ def _decision_evidence(approved: bool) -> pl.Expr:
     if approved:  # as govern and contamination write their approvals
         fields.append(pl.lit(reasons.AUGMENTATION_UNCERTAIN).alias("flag"))
     return pl.struct(*fields)
+
+
+def summary_lines(stats: dict[str, Any]) -> list[str]:
+    """What augmentation made and kept, as `thresher run` says it (nothing when off)."""
+    if not stats.get("generated"):
+        return []
+    return [
+        f"augmentation: {stats['generated']} variant(s) of {stats['origins']} train record(s): "
+        f"kept {stats['kept']}, drifted {stats['drifted']}, uncertain {stats['uncertain']} "
+        f"(queued), duplicates {stats['duplicates']}"
+    ]

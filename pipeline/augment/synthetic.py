@@ -18,6 +18,7 @@ each part applies it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import polars as pl
 
@@ -286,3 +287,15 @@ def _shares(real: dict[str, int], synthetic: pl.DataFrame) -> dict[str, dict[str
             "share": round(made.get(split, 0) / records, 4) if records else 0.0,
         }
     return shares
+
+
+def summary_lines(stats: dict[str, Any]) -> list[str]:
+    """Each split's synthetic share as `thresher run` says it (nothing without any)."""
+    shares = stats["share"]
+    if not any(figures["synthetic"] for figures in shares.values()):
+        return []
+    said = ", ".join(
+        f"{split} {figures['synthetic']} of {figures['records']} ({figures['share']:.1%})"
+        for split, figures in shares.items()
+    )
+    return [f"synthetic: {said}"]

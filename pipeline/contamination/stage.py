@@ -442,3 +442,22 @@ def _review_items(quarantined: pl.DataFrame) -> pl.DataFrame:
         pl.struct(*_evidence_fields(), pl.col("item_text")).struct.json_encode().alias("evidence")
     )
     return review_items_of(shown, reasons.CONTAMINATED_EVAL)
+
+
+def summary_lines(stats: dict[str, Any]) -> list[str]:
+    """What the check found per evaluation set, as `thresher run` says it."""
+
+    def ignored(ngrams: dict[str, int]) -> str:
+        total = sum(ngrams.values())
+        return f" ({total:,} boilerplate n-gram(s) ignored)" if total else ""
+
+    per_set = ", ".join(
+        f"{name}: {figures['contaminated_items']} of {figures['items']} items matched by "
+        f"{figures['records']} record(s)" + ignored(figures.get("ignored_ngrams", {}))
+        for name, figures in stats["eval_sets"].items()
+        if figures["items"]
+    )
+    return [
+        f"contamination: {stats['checked']} records checked; {per_set or 'no evaluation set'}"
+        f"; dropped {stats['dropped']}, quarantined {stats['quarantined']}"
+    ]

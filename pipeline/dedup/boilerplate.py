@@ -24,6 +24,8 @@ or one partition's keys: never the whole dataset.
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from pipeline.config import BoilerplateConfig, DedupConfig
@@ -205,3 +207,13 @@ def _changed(segments: pl.DataFrame, settings: BoilerplateConfig) -> pl.DataFram
         )
     )
     return changed.join(listed, on="content_hash", how="left", maintain_order="left")
+
+
+def summary_lines(stats: dict[str, Any]) -> list[str]:
+    """The stage's stats as `thresher run` says them (nothing when it removed nothing)."""
+    if not (stats.get("edited") or stats.get("dropped")):
+        return []
+    return [
+        f"boilerplate: {stats['boilerplate_segments']} repeated segment(s) removed from "
+        f"{stats['edited']} record(s); {stats['dropped']} left empty, dropped"
+    ]

@@ -339,3 +339,17 @@ def apply_decisions(
         .drop("_cluster_id", "_label")
     )
     return kept, events
+
+
+def summary_lines(method: str, always: bool = False) -> Callable[[dict[str, Any]], list[str]]:
+    """How a dedup method's stats read in `thresher run`: what it dropped, and the related
+    pairs it linked; nothing (unless `always`) for a method that did not run."""
+
+    def lines(stats: dict[str, Any]) -> list[str]:
+        if not always and "records" not in stats:  # turned off: it ran on nothing
+            return []
+        related = stats.get("related_pairs")
+        linked = f" ({related} related pairs linked)" if related else ""
+        return [f"{method}: dropped {stats['dropped']}{linked}"]
+
+    return lines

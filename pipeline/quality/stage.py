@@ -14,6 +14,8 @@ Gopher (on the text after line removals).
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from pipeline.config import QualityConfig
@@ -270,3 +272,14 @@ def merge_stats(parts: list[dict]) -> dict:
         reason: sorted(drops, key=_distance)[:NEAREST] for reason, drops in sorted(nearest.items())
     }
     return merged
+
+
+def summary_lines(stats: dict[str, Any]) -> list[str]:
+    """The stage's stats as `thresher run` says them."""
+    languages = sorted(stats["languages"].items(), key=lambda item: -item[1])[:3]
+    judged = ", ".join(f"{code} {n}" for code, n in languages) or "not judged"
+    dropped = sum(stats["dropped_by_source_and_reason"].values())
+    return [
+        f"quality: dropped {dropped}, {stats['lines_removed']} line(s) removed from "
+        f"{stats['records_with_lines_removed']} record(s); languages {judged}"
+    ]

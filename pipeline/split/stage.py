@@ -34,6 +34,7 @@ and events from the decisions.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 import polars_hash  # noqa: F401  (registers the .nchash namespace)
@@ -332,3 +333,16 @@ def bridge_events(bridges: pl.DataFrame) -> pl.DataFrame:
         reason=reasons.SPLIT_CONFLICT,
         evidence=pl.struct(pl.col("_splits").alias("would_join")),
     )
+
+
+def summary_lines(stats: dict[str, Any]) -> list[str]:
+    """The split's cutoffs, warnings and locked test set as `thresher run` says them."""
+    lines = []
+    if stats.get("cutoffs"):
+        frozen = " (frozen)" if stats.get("cutoffs_frozen") else ""
+        cutoffs = ", ".join(f"{name} from {when}" for name, when in stats["cutoffs"].items())
+        lines.append(f"time cutoffs{frozen}: {cutoffs}")
+    lines += [f"warning: {warning}" for warning in stats.get("warnings", [])]
+    if stats.get("locked"):
+        lines.append(f"locked test set: {stats['locked']} record(s) held in test")
+    return lines
