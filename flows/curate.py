@@ -43,7 +43,7 @@ from flows.report import (
 )
 from flows.run_plan import OWNER_FILE, RunPlan, plan_run
 from flows.runner import strategies, workers
-from flows.runner.strategies import StageDone, rows
+from flows.runner.strategies import StageDone
 from pipeline.config import load_run_config
 from pipeline.core import ledger, progress, storage
 from pipeline.core.errors import ConfigError, ThresherError
@@ -132,9 +132,9 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         run_workers.enter_context(workers.opened(cfg.runner))
         resumed_from, reusable = _resume(plan, resume, inputs)
 
-        def step(name: str, run: Callable[[], Any], records: str | None = None) -> Any:
+        def step(name: str, run: Callable[[], Any], records: int | None = None) -> Any:
             """Reuse the step if the run resumed and every step before it was reused; else
-            run it, its progress counted in the records of the `records` folder."""
+            run it, its progress counted in its `records` input records."""
             if name in reusable:
                 steps[name] = {"seconds": 0.0, "peak_rss_mb": 0.0, "resumed_from": resumed_from}
                 progress.start(name)
@@ -142,7 +142,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
                 reused = reusable[name]
                 return StageDone(**reused) if "path" in reused else reused
             reusable.clear()
-            total = rows(records) if records and progress.shown_anywhere() else None
+            total = records if progress.shown_anywhere() else None
             with shown_step(name, total) as note, measured() as steps[name]:
                 result = run()
                 if progress.shown_anywhere():
@@ -175,19 +175,23 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         gates: list[dict] = []
         waiting = [gate_beside(STAGES["ingest"].gate_after, ingested.path)]
         stages: dict[str, StageDone] = {}
-        path = ingested.path
+        last = ingested
         for name in RECORD_STAGES:
             run_stage = stage_task.with_options(name=name, task_run_name=name)
-            stages[name] = step(name, lambda: run_stage(plan, name, path), path)  # noqa: B023
-            path = stages[name].path
+            path = last.path
+            last = stages[name] = step(
+                name,
+                lambda: run_stage(plan, name, path),
+                last.records_out,  # noqa: B023
+            )
             gates += [wait() for wait in waiting]  # the gate that ran beside this stage
             gate = STAGES[name].gate_after
-            waiting = [gate_beside(gate, path)] if gate else []
+            waiting = [gate_beside(gate, last.path)] if gate else []
         reusable.clear()
         stats = {name: stage.stats for name, stage in stages.items()}
-        total = rows(path) if progress.shown_anywhere() else None
+        total = last.records_out if progress.shown_anywhere() else None
         with shown_step("publish", total) as note, measured() as steps["publish"]:
-            staged = publish_task(plan, path, stats)
+            staged = publish_task(plan, last.path, stats)
             note.append(f"{sum(staged['split_counts'].values()):,} records in the version")
         gate = STAGES["publish"].gate_after
         with shown_step(f"{gate} gate") as note, measured() as steps[f"{gate} gate"]:
@@ -260,11 +264,7 @@ def shown_step(name: str, total: int | None = None) -> Iterator[list[str]]:
 def _step_note(result: StageDone | dict[str, Any]) -> str:
     """What a finished step says: a gate its checks, a stage the records it passed on."""
     if isinstance(result, StageDone):
-        if not result.ran:
-            return "off"
-        if result.records_out is not None:  # ingest's
-            return f"{result.records_out:,} records"
-        return f"{rows(result.path):,} records out"
+        return f"{result.records_out:,} records out" if result.ran else "off"
     failed = sum(not check["success"] for check in result["checks"])
     skipped = result.get("skipped")
     return "skipped" if skipped else f"{len(result['checks'])} checks, {failed} failed"
@@ -277,11 +277,9 @@ def _with_records(
     stages: dict[str, StageDone],
     staged: dict[str, Any],
 ) -> dict[str, dict]:
-    """`steps` with the records each stage read and wrote (its output's Parquet metadata),
-    and how the stages' parts ran: parts, the largest, the slowest and the peak RSS of the
-    processes that ran them."""
-    written = {"ingest": ingested.records_out}  # its records are gone once governed
-    written |= {name: rows(stage.path) for name, stage in stages.items()}
+    """`steps` with the records each stage read and wrote, and how the stages' parts ran:
+    parts, the largest, the slowest and the peak RSS of the processes that ran them."""
+    written = {name: stage.records_out for name, stage in {"ingest": ingested, **stages}.items()}
     written["publish"] = sum(staged["split_counts"].values())
     read = records_in
     for name, step in steps.items():

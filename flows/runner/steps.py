@@ -212,7 +212,7 @@ def _local_copy(folder: str) -> Iterator[Path]:
         yield location
         return
     with tempfile.TemporaryDirectory(prefix="thresher-") as copy:
-        storage.fetch_tree(location, Path(copy))
+        storage.place_tree(location, Path(copy))  # remote: copied file by file
         yield Path(copy)
 
 

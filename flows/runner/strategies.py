@@ -32,13 +32,13 @@ from pipeline.stage import Indexed
 
 @dataclass
 class StageDone:
-    """What a stage left for the next: its output folder, its stats and how its parts ran
-    (saved for a resumed run as JSON)."""
+    """What a stage left for the next: its output folder and how many records it holds, its
+    stats and how its parts ran (saved for a resumed run as JSON)."""
 
     path: str
     stats: dict[str, Any]
+    records_out: int
     parts: dict[str, Any] = field(default_factory=dict)
-    records_out: int | None = None  # ingest's, whose folder goes once governed
     ids_digest: int | None = None  # ingest's: of every record read in
 
     def to_json(self) -> dict[str, Any]:
@@ -167,9 +167,9 @@ def per_part(plan: RunPlan, name: str, input_dir: str) -> StageDone:
         storage.remove_tree(index)
         accounting |= {"build_seconds": built.seconds, "build_peak_rss_mb": built.peak_rss_mb}
     stats = STAGES[name].merge_stats([part.stats for part in parts])
-    _finish_parts(plan, name, records, parts, stats)
+    records_out = _finish_parts(plan, name, records, parts, stats)
     accounting["step_seconds"] = steps.step_seconds()
-    return StageDone(path=str(plan.stage_dir(name)), stats=stats, parts=accounting)
+    return StageDone(str(plan.stage_dir(name)), stats, records_out, parts=accounting)
 
 
 def by_key(plan: RunPlan, name: str, input_dir: str) -> StageDone:
@@ -181,7 +181,7 @@ def by_key(plan: RunPlan, name: str, input_dir: str) -> StageDone:
     function = stage.function
     if (stats := function.off(stage.settings(plan.config))) is not None:
         get_run_logger().info("%s: off in the run config; its input goes on unchanged", name)
-        return StageDone(path=input_dir, stats=stats, parts={"parts": 0})
+        return StageDone(input_dir, stats, rows(input_dir), parts={"parts": 0})
     steps = StageSteps(plan, name)
     records = rows(input_dir)
     slim, starts = part_plan(plan, records)
@@ -212,7 +212,7 @@ def by_key(plan: RunPlan, name: str, input_dir: str) -> StageDone:
     parts, accounting = _run_parts(steps, input_dir, records, decided.decisions)
     stats = function.merge_stats(decided.stats, [part.stats for part in parts])
     review = decided.review_items and pl.read_parquet(decided.review_items)
-    _finish_parts(plan, name, records, parts, stats, review)
+    records_out = _finish_parts(plan, name, records, parts, stats, review)
     if "no_leakage" in stage.checks:  # no group, cluster or text in two splits, or it fails
         steps.map("check", {"folder": [str(plan.stage_dir(name))]}, {})
     accounting |= {
@@ -226,7 +226,7 @@ def by_key(plan: RunPlan, name: str, input_dir: str) -> StageDone:
         "decide_peak_rss_mb": decided.peak_rss_mb,
         "step_seconds": steps.step_seconds(),
     }
-    return StageDone(path=str(plan.stage_dir(name)), stats=stats, parts=accounting)
+    return StageDone(str(plan.stage_dir(name)), stats, records_out, parts=accounting)
 
 
 RUNS = {"per_part": per_part, "by_key": by_key}
@@ -298,9 +298,10 @@ def _finish_parts(
     parts: list[PartDone],
     stats: dict[str, Any],
     decided_items: pl.DataFrame | None = None,
-) -> None:
+) -> int:
     """Queue the review items of the parts (and of a by-key stage's decide step), and say in
-    a sentence what the stage did (its stats go to the run's summary artifact)."""
+    a sentence what the stage did (its stats go to the run's summary artifact); the records
+    its parts wrote."""
     reviewed = [pl.read_parquet(part.review_items) for part in parts if part.review_items]
     if decided_items is not None and decided_items.height:
         reviewed.insert(0, decided_items)
@@ -316,3 +317,4 @@ def _finish_parts(
         name, f"{records_in:,}", f"{records_out:,}", f"{records_in - records_out:,}", queued,
         len(parts),
     )  # fmt: skip
+    return records_out

@@ -66,17 +66,6 @@ def copy_file(source: Path, target: Location) -> None:
         target.fs.put_file(str(source), target.path)
 
 
-def fetch_tree(source: Location, target: Path) -> None:
-    """Copy a folder (local or remote) into the local folder `target`."""
-    if is_local(source):
-        shutil.copytree(source, target, dirs_exist_ok=True)
-        return
-    for file in source.fs.find(source.path):
-        local = target / Path(file).relative_to(source.path)
-        local.parent.mkdir(parents=True, exist_ok=True)
-        source.fs.get_file(file, str(local))
-
-
 def scan_parquet(files: list[Location]) -> pl.LazyFrame:
     """One LazyFrame over Parquet files, local or remote (through pyarrow and fsspec)."""
     if all(is_local(file) for file in files):
