@@ -14,6 +14,7 @@ when it does not (flows/resume.py).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import threading
@@ -178,12 +179,8 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         last = ingested
         for name in RECORD_STAGES:
             run_stage = stage_task.with_options(name=name, task_run_name=name)
-            path = last.path
-            last = stages[name] = step(
-                name,
-                lambda: run_stage(plan, name, path),
-                last.records_out,  # noqa: B023
-            )
+            run = functools.partial(run_stage, plan, name, last.path)
+            last = stages[name] = step(name, run, last.records_out)
             gates += [wait() for wait in waiting]  # the gate that ran beside this stage
             gate = STAGES[name].gate_after
             waiting = [gate_beside(gate, last.path)] if gate else []
