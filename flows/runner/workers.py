@@ -52,7 +52,10 @@ class Processes(Workers):
         self.count = count
         context = _fork_server()
         self.pool = ProcessPoolExecutor(
-            count, mp_context=context, initializer=_start_pool_process, initargs=(os.getpid(),)
+            count,
+            mp_context=context,
+            initializer=_start_pool_process,
+            initargs=(os.getpid(), thread_share(count)),
         )
         # start the processes now, while the run's first step (ingest planning, its one part
         # or a gate) works here: the fork server's imports take seconds
@@ -173,12 +176,26 @@ def _started(runner: RunnerConfig) -> Iterator[Workers]:
             yield workers
 
 
-def _start_pool_process(run_pid: int) -> None:
-    """A pool process ends when the run's process does: one killed with SIGKILL leaves no
+def thread_share(processes: int) -> int:
+    """The compute threads each of `processes` busy processes may use on this machine."""
+    return max(1, len(os.sched_getaffinity(0)) // processes)
+
+
+def _start_pool_process(run_pid: int, threads: int) -> None:
+    """A pool process computes on its share of the cores: torch's OpenMP threads default to
+    every core in every process, and two processes of two threads on two cores embedded
+    2.4× slower than two of one thread each (their threads spin, waiting on each other).
+    Dask's workers get OMP_NUM_THREADS=1 from Dask itself.
+
+    A pool process ends when the run's process does: one killed with SIGKILL leaves no
     worker waiting for work forever, holding its output pipes (a pool process's parent is
     the fork server, which itself waits for its children to end)."""
     global _in_pool
     _in_pool = True
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(name, str(threads))
+    if "torch" in sys.modules:  # imported before the fork: its pool is sized already
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     run = psutil.Process(run_pid)
     threading.Thread(target=_end_with, args=(run,), daemon=True).start()
 

@@ -25,6 +25,7 @@ from flows.runner import workers
 from flows.runner.parts import MIN_PART_ROWS, PARTS_PER_WORKER, rows_per_part
 from pipeline.config import RunnerConfig
 from pipeline.core.errors import ThresherError
+from pipeline.registry import SEMANTIC_PART_ROWS
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
@@ -141,8 +142,9 @@ def test_parts_on_processes_and_on_dask_publish_the_same_version(sms_project, sm
     for name in PER_PART:
         records = parts["steps"][name]["records_in"]
         assert whole["steps"][name]["parts"] == 1
-        assert parts["steps"][name]["parts"] == -(-records // PART_ROWS) > 1
-        assert parts["steps"][name]["largest_part_records"] == min(PART_ROWS, records)
+        count = parts["steps"][name]["parts"]
+        assert count == -(-records // PART_ROWS) > 1  # equal parts of at most PART_ROWS
+        assert parts["steps"][name]["largest_part_records"] == -(-records // count)
         assert parts["steps"][name]["part_peak_rss_mb"] > 50
 
     # an existing cluster whose workers have no Prefect API of their own (steps are plain
@@ -245,10 +247,26 @@ def test_the_local_runner_runs_steps_on_a_pool_of_processes_or_here_with_one_wor
         ran = dict(pool.map(os.getpid, [{}] * 6))
         assert sorted(ran) == list(range(6)) and os.getpid() not in ran.values()
         assert dict(pool.map(workers.in_worker, [{}])) == {0: True}
+        # each process computes on its share of the cores (unless the environment says how
+        # many): torch's default, every core in every process, oversubscribes them
+        share = os.environ.get("OMP_NUM_THREADS", str(workers.thread_share(2)))
+        assert set(dict(pool.map(_compute_threads, [{}] * 4)).values()) == {(share, int(share))}
         with pytest.raises(ThresherError, match="a worker process of this run ended while"):
             list(pool.map(partial(os._exit, 137), [{}]))  # as the OOM killer ends one
     with workers.opened(RunnerConfig(kind="local", workers=1)) as alone:
         assert alone.count == 1 and dict(alone.map(os.getpid, [{}])) == {0: os.getpid()}
+
+
+def _compute_threads() -> tuple[str, int]:
+    import torch
+
+    return os.environ["OMP_NUM_THREADS"], torch.get_num_threads()
+
+
+def test_a_process_share_of_the_cores_is_at_least_one_thread():
+    cores = len(os.sched_getaffinity(0))
+    assert workers.thread_share(1) == cores
+    assert workers.thread_share(cores * 4) == 1
 
 
 def test_parts_are_sized_from_the_records_and_the_workers_within_their_bounds():
@@ -256,12 +274,16 @@ def test_parts_are_sized_from_the_records_and_the_workers_within_their_bounds():
     assert rows_per_part(250_000, 2, 500_000) == 250_000 // (2 * PARTS_PER_WORKER)
     assert rows_per_part(1_000_000, 4, 500_000) == 1_000_000 // (4 * PARTS_PER_WORKER)
     # a small stage is one part; more workers never make parts smaller than the floor
-    assert rows_per_part(3_000, 2, 500_000) == MIN_PART_ROWS
+    assert rows_per_part(3_000, 2, 500_000) == 3_000
     assert rows_per_part(100_000, 64, 500_000) == MIN_PART_ROWS
+    assert rows_per_part(0, 2, 500_000) == 1  # one empty part
+    # a stage's parts are equal: not 5,000 and 182 (the stage waits on its largest part)
+    assert rows_per_part(5_182, 2, 500_000) == 2_591
+    # a stage whose records are costly (embedding) has a lower floor of its own
+    assert rows_per_part(5_182, 2, 500_000, least=SEMANTIC_PART_ROWS) == 648
     # runner.part_rows bounds a part's memory: it wins over the sizing, also below the floor
     assert rows_per_part(10_000_000, 2, 500_000) == 500_000
-    assert rows_per_part(800, 2, 280) == 280
-    assert rows_per_part(0, 2, 500_000) == MIN_PART_ROWS
+    assert rows_per_part(800, 2, 280) == 267  # three equal parts
 
 
 @pytest.mark.parametrize(
