@@ -7,6 +7,7 @@ clean, 1 findings (e.g. a shard that fails verification), 2 error.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -106,6 +107,10 @@ def main() -> None:
             _unexpected(error)
         stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
         sys.exit(2)
+    finally:
+        # the interpreter's last collection walked every object the imports made (Prefect,
+        # Great Expectations, pydantic): 2–3 s after a run had printed its result
+        gc.freeze()
 
 
 def _unexpected(error: Exception) -> None:

@@ -19,6 +19,10 @@ from pipeline.quality import stage as quality
 from pipeline.split import stage as split
 from pipeline.stage import Stage
 
+# embedding a record costs ~20 ms on one core (the demo's mix), about what a whole part of
+# 5,000 costs a filter stage: 500 records keep both workers of a small run busy
+SEMANTIC_PART_ROWS = 500
+
 CURATE_STAGES: tuple[Stage, ...] = tuple(
     replace(stage, number=number)
     for number, stage in enumerate(
@@ -50,6 +54,7 @@ CURATE_STAGES: tuple[Stage, ...] = tuple(
             Stage(
                 "semantic_dedup", "dedup", semantic_dedup, runs="by_key", adds=("cluster_id",),
                 summary_at=("dedup", "semantic"), lines=duplicates.summary_lines("semantic dedup"),
+                min_part_rows=SEMANTIC_PART_ROWS,
             ),
             Stage(
                 "split", "split", split.split, runs="by_key", adds=("split",),

@@ -108,6 +108,9 @@ class Stage:
     lines: Callable[[dict[str, Any]], list[str]] | None = None
     # the stats key counting the records it quarantined for review (review.quarantined_items)
     quarantined: str | None = None
+    # the fewest records a part of it holds, where its records cost much more than most
+    # stages' (none: flows/runner/parts.py's MIN_PART_ROWS, sized for per-record filters)
+    min_part_rows: int | None = None
     number: int = 0  # its place in the registry, from 1 (pipeline/registry.py sets it)
 
     def merge_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
