@@ -31,9 +31,8 @@ def test_a_short_run_draws_every_point_and_the_whole_schedule(tmp_path):
 
 def test_a_long_run_thins_the_schedule_and_keeps_its_last_step():
     schedule = _schedule(100_000, 1_000)
-    history = [
-        {"step": s, "train_loss": 1 / s, "lr": dict(schedule)[s]} for s in range(100, 100_001, 100)
-    ]
+    rates = dict(schedule)
+    history = [{"step": s, "train_loss": 1 / s, "lr": rates[s]} for s in range(100, 100_001, 100)]
     data = curve_data(history, schedule)
     assert len(data["lr_schedule"]) <= SCHEDULE_POINTS + 1
     assert data["lr_schedule"][0] == (1, 0.0) and data["lr_schedule"][-1] == schedule[-1]
