@@ -17,8 +17,10 @@ from pipeline.ingest.stage import ingest
 from pipeline.publish.stage import publish
 from pipeline.quality import stage as quality
 from pipeline.split import stage as split
-from pipeline.stage import Stage
+from pipeline.stage import ReportSection, Stage
 
+# the audit report's sections, in the order of the first stage that shows each
+DUPLICATES = ReportSection("duplicates", "Duplicates")
 # embedding a record costs ~20 ms on one core (the demo's mix), about what a whole part of
 # 5,000 costs a filter stage: 500 records keep both workers of a small run busy
 SEMANTIC_PART_ROWS = 500
@@ -30,40 +32,45 @@ CURATE_STAGES: tuple[Stage, ...] = tuple(
             Stage("ingest", "sources", ingest, kind="source", gate_after="ingested"),
             Stage(
                 "govern", "policy", govern, gate_after="governed", quarantined="review_items",
+                report_section=ReportSection("governance", "Governance"),
                 adds=("text", "metadata", "group", "license", "consent", "content_hash"),
             ),
             Stage(
                 "quality", "quality", quality.quality, merge=quality.merge_stats,
                 summary_at=("quality",), lines=quality.summary_lines,
+                report_section=ReportSection("text", "The text"),
                 adds=("text", "content_hash", "language", "language_score"),
             ),
             Stage(
                 "exact_dedup", "dedup", exact_dedup, runs="by_key",
                 adds=("cluster_id", "label"), summary_at=("dedup", "exact"),
-                lines=duplicates.summary_lines("exact dedup", always=True),
+                lines=duplicates.summary_lines("exact dedup", always=True), report_section=DUPLICATES,
             ),
             Stage(
                 "near_dedup", "dedup", near_dedup, runs="by_key", adds=("cluster_id",),
                 summary_at=("dedup", "minhash"), lines=duplicates.summary_lines("near dedup"),
+                report_section=DUPLICATES,
             ),
             Stage(
                 "boilerplate", "dedup", boilerplate.boilerplate, runs="by_key",
                 adds=("text", "content_hash"), summary_at=("dedup", "boilerplate"),
-                lines=boilerplate.summary_lines,
+                lines=boilerplate.summary_lines, report_section=DUPLICATES,
             ),
             Stage(
                 "semantic_dedup", "dedup", semantic_dedup, runs="by_key", adds=("cluster_id",),
                 summary_at=("dedup", "semantic"), lines=duplicates.summary_lines("semantic dedup"),
-                min_part_rows=SEMANTIC_PART_ROWS,
+                min_part_rows=SEMANTIC_PART_ROWS, report_section=DUPLICATES,
             ),
             Stage(
                 "split", "split", split.split, runs="by_key", adds=("split",),
                 checks=("no_leakage",), summary_at=("split",), lines=split.summary_lines,
                 summary_keys=("cutoffs", "cutoffs_frozen", "locked", "moved", "dropped", "warnings"),
+                report_section=ReportSection("splits", "Splits"),
             ),
             Stage(
                 "synthetic", "synthetic", synthetic.synthetic, runs="by_key", adds=("split",),
                 checks=("no_leakage",), summary_at=("synthetic",), lines=synthetic.summary_lines,
+                report_section=ReportSection("labels", "Labels, synthetic data and fields"),
             ),
             Stage(
                 "augment", "augment", augment.augment, runs="by_key", adds=("augmented_from",),
@@ -73,6 +80,7 @@ CURATE_STAGES: tuple[Stage, ...] = tuple(
                 "contamination", "contamination", contamination.contamination,
                 summary_at=("contamination",), quarantined="quarantined",
                 lines=contamination.summary_lines,
+                report_section=ReportSection("contamination", "Contamination"),
             ),
             Stage("publish", "publish", publish, kind="sink", gate_after="published"),
         ),
@@ -82,3 +90,7 @@ CURATE_STAGES: tuple[Stage, ...] = tuple(
 STAGES = {stage.name: stage for stage in CURATE_STAGES}
 # the stages between ingest and publishing, in order: each reads the one before
 RECORD_STAGES = tuple(stage.name for stage in CURATE_STAGES if stage.kind == "records")
+# the audit report's sections that show what stages did, in registry order, each once
+REPORT_SECTIONS = tuple(
+    dict.fromkeys(stage.report_section for stage in CURATE_STAGES if stage.report_section)
+)

@@ -75,6 +75,19 @@ class StageResult:
 
 
 @dataclass(frozen=True)
+class ReportSection:
+    """A section of the audit report: its anchor names its template,
+    pipeline/report/templates/sections/<anchor>.html, which reads the report's figures."""
+
+    anchor: str
+    title: str  # as the report's table of contents shows it
+
+    @property
+    def link(self) -> tuple[str, str]:
+        return self.anchor, self.title
+
+
+@dataclass(frozen=True)
 class Stage:
     """One curate stage: its name (in the ledger, the flow's task and the run's stage
     folder), the config section it reads, its function, the columns it adds, how it runs,
@@ -108,6 +121,9 @@ class Stage:
     lines: Callable[[dict[str, Any]], list[str]] | None = None
     # the stats key counting the records it quarantined for review (review.quarantined_items)
     quarantined: str | None = None
+    # the audit report's section that shows what it did; stages that share one (the dedup
+    # methods) show it once, where the first of them is in the registry
+    report_section: ReportSection | None = None
     # the fewest records a part of it holds, where its records cost much more than most
     # stages' (none: flows/runner/parts.py's MIN_PART_ROWS, sized for per-record filters)
     min_part_rows: int | None = None

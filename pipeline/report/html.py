@@ -37,4 +37,10 @@ def render(report: dict[str, Any]) -> str:
             for key in ("split", "source")
         },
     }
-    return _environment().get_template("report.html").render(r=report, charts=charts)
+    from pipeline.registry import REPORT_SECTIONS  # its stages' modules: only when rendering
+
+    return (
+        _environment()
+        .get_template("report.html")
+        .render(r=report, charts=charts, sections=REPORT_SECTIONS)
+    )

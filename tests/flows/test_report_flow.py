@@ -216,9 +216,10 @@ def test_the_report_renders_in_headless_chromium_with_every_section(curated_sms,
     ).stdout
     sections = re.findall(r'<h2 id="([a-z]+)">', dom)
     assert sections == [
-        "version", "records", "text", "duplicates", "splits", "labels", "contamination",
-        "governance", "gates", "lineage",
+        "version", "records", "governance", "text", "duplicates", "splits", "labels",
+        "contamination", "gates", "lineage",
     ]  # fmt: skip
+    assert re.findall(r"<nav>.*?</nav>", dom, re.S)[0].count("<a ") == len(sections)
     screenshot = tmp_path / "report.png"
     subprocess.run(
         [chromium, *flags, "--window-size=1200,3000", f"--screenshot={screenshot}", page],
@@ -231,3 +232,29 @@ def test_the_report_renders_in_headless_chromium_with_every_section(curated_sms,
     # charts and tables drawn: many dark pixels, far from a blank page
     dark = sum(image.histogram()[:128])
     assert dark > 20_000
+
+
+def test_the_stage_sections_of_the_report_are_the_registrys_in_its_order(curated_sms, monkeypatch):
+    """A stage names its report section in pipeline/registry.py: the page shows those
+    sections in registry order, each once, between the run's own (what is in the version,
+    where records went; gates, lineage), and lists them in its table of contents."""
+    from pipeline import registry
+    from pipeline.report.html import TEMPLATES, render
+
+    _, summary = curated_sms
+    report = json.loads((Path(summary["paths"]["report"]).parent / "report.json").read_text())
+    anchors = [section.anchor for section in registry.REPORT_SECTIONS]
+    assert len(set(anchors)) == len(anchors) == 6
+    for anchor in anchors:
+        assert (TEMPLATES / "sections" / f"{anchor}.html").is_file()
+
+    def shown(page: str) -> list[str]:
+        return re.findall(r'<h2 id="([a-z]+)">', page)
+
+    assert shown(render(report)) == ["version", "records", *anchors, "gates", "lineage"]
+    backwards = tuple(reversed(registry.REPORT_SECTIONS))
+    monkeypatch.setattr(registry, "REPORT_SECTIONS", backwards)
+    page = render(report)
+    assert shown(page) == ["version", "records", *reversed(anchors), "gates", "lineage"]
+    contents = re.findall(r'<a href="#([a-z]+)">', page)
+    assert contents[2:8] == list(reversed(anchors))
