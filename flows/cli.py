@@ -7,6 +7,7 @@ clean, 1 findings (e.g. a shard that fails verification), 2 error.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
 import os
@@ -97,6 +98,10 @@ def _options(
 
 def main() -> None:
     """Console entry point: any error the commands do not explain still exits 2, not 1."""
+    # registered first, so it runs after every other exit handler (Prefect's flush its logs):
+    # the interpreter's last collection walked every object the imports made (Prefect, Great
+    # Expectations, pydantic), 2–3 s after a run had printed its result
+    atexit.register(gc.freeze)
     try:
         app()
     except Exception as error:  # noqa: BLE001 — the last line of defence, reported plainly
@@ -107,10 +112,6 @@ def main() -> None:
             _unexpected(error)
         stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
         sys.exit(2)
-    finally:
-        # the interpreter's last collection walked every object the imports made (Prefect,
-        # Great Expectations, pydantic): 2–3 s after a run had printed its result
-        gc.freeze()
 
 
 def _unexpected(error: Exception) -> None:

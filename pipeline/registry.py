@@ -19,12 +19,8 @@ from pipeline.quality import stage as quality
 from pipeline.split import stage as split
 from pipeline.stage import ReportSection, Stage
 
-# the audit report's sections, in the order of the first stage that shows each
+# the audit report's section of every dedup method
 DUPLICATES = ReportSection("duplicates", "Duplicates")
-# embedding a record costs ~20 ms on one core (the demo's mix), about what a whole part of
-# 5,000 costs a filter stage: 500 records keep both workers of a small run busy
-SEMANTIC_PART_ROWS = 500
-
 CURATE_STAGES: tuple[Stage, ...] = tuple(
     replace(stage, number=number)
     for number, stage in enumerate(
@@ -59,7 +55,7 @@ CURATE_STAGES: tuple[Stage, ...] = tuple(
             Stage(
                 "semantic_dedup", "dedup", semantic_dedup, runs="by_key", adds=("cluster_id",),
                 summary_at=("dedup", "semantic"), lines=duplicates.summary_lines("semantic dedup"),
-                min_part_rows=SEMANTIC_PART_ROWS, report_section=DUPLICATES,
+                report_section=DUPLICATES,
             ),
             Stage(
                 "split", "split", split.split, runs="by_key", adds=("split",),
@@ -90,7 +86,10 @@ CURATE_STAGES: tuple[Stage, ...] = tuple(
 STAGES = {stage.name: stage for stage in CURATE_STAGES}
 # the stages between ingest and publishing, in order: each reads the one before
 RECORD_STAGES = tuple(stage.name for stage in CURATE_STAGES if stage.kind == "records")
-# the audit report's sections that show what stages did, in registry order, each once
-REPORT_SECTIONS = tuple(
-    dict.fromkeys(stage.report_section for stage in CURATE_STAGES if stage.report_section)
-)
+# the audit report's sections that show what stages did, each once (by anchor), in the order
+# of the first stage naming it
+_sections: dict[str, ReportSection] = {}
+for _stage in CURATE_STAGES:
+    if _stage.report_section:
+        _sections.setdefault(_stage.report_section.anchor, _stage.report_section)
+REPORT_SECTIONS = tuple(_sections.values())

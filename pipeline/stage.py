@@ -124,9 +124,6 @@ class Stage:
     # the audit report's section that shows what it did; stages that share one (the dedup
     # methods) show it once, where the first of them is in the registry
     report_section: ReportSection | None = None
-    # the fewest records a part of it holds, where its records cost much more than most
-    # stages' (none: flows/runner/parts.py's MIN_PART_ROWS, sized for per-record filters)
-    min_part_rows: int | None = None
     number: int = 0  # its place in the registry, from 1 (pipeline/registry.py sets it)
 
     def merge_stats(self, parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from data_catalog import deletions, review_queue
 from data_catalog.catalog import Catalog
 from flows.run_plan import RunPlan
 from flows.runner import workers
-from flows.runner.parts import MIN_PART_ROWS, offsets, rows_per_part
+from flows.runner.parts import ingest_part_bytes, offsets, rows_per_part
 from flows.runner.steps import STEPS, PartDone, Ran
 from pipeline.core import progress, storage
 from pipeline.ingest.source_files import source_files
@@ -97,11 +97,10 @@ def slim(plan: RunPlan) -> RunPlan:
     return replace(plan, eval_sets=(), locked_test=None, frozen_cutoffs=None)
 
 
-def part_plan(plan: RunPlan, name: str, records: int) -> tuple[RunPlan, list[int]]:
-    """For stage `name` of `records` input records: the plan its parts get (with how many
-    records each part holds) and where each part starts."""
-    least = STAGES[name].min_part_rows or MIN_PART_ROWS
-    rows = rows_per_part(records, workers.current().count, plan.config.runner.part_rows, least)
+def part_plan(plan: RunPlan, records: int) -> tuple[RunPlan, list[int]]:
+    """For a stage of `records` input records: the plan its parts get (with how many records
+    each part holds) and where each part starts."""
+    rows = rows_per_part(records, workers.current().count, plan.config.runner.part_rows)
     return replace(slim(plan), part_rows=rows), offsets(records, rows)
 
 
@@ -120,8 +119,8 @@ def ingest(plan: RunPlan) -> StageDone:
         stale.unlink()
     listed = {source.name: source_files(source) for source in sources}
     size = sum(path.stat().st_size for files in listed.values() for path, _ in files)
-    part_rows = rows_per_part(size // 1024, workers.current().count, plan.config.runner.part_rows)
-    parts = plan_parts(sources, part_rows * 1024, listed)
+    part_bytes = ingest_part_bytes(size, workers.current().count, plan.config.runner.part_rows)
+    parts = plan_parts(sources, part_bytes, listed)
     progress.start(name, len(parts), "parts")
     steps = StageSteps(plan, name)
     read = steps.map("read", {"part": parts}, {}, [1] * len(parts), slim(plan)) if parts else []
@@ -185,7 +184,7 @@ def by_key(plan: RunPlan, name: str, input_dir: str) -> StageDone:
         return StageDone(input_dir, stats, rows(input_dir), parts={"parts": 0})
     steps = StageSteps(plan, name)
     records = rows(input_dir)
-    slim, starts = part_plan(plan, name, records)
+    slim, starts = part_plan(plan, records)
     partitions = len(starts)  # each about one part's keys
     each_part = {"part": list(range(partitions)), "offset": starts}
     fitting, model = [], {}
@@ -247,7 +246,7 @@ def publish_shards(
     name = "publish"
     shard_plan = plan_shards(ids, plan.config.publish)
     steps = StageSteps(plan, name)
-    slim, starts = part_plan(plan, name, ids.height)
+    slim, starts = part_plan(plan, ids.height)
     routed = steps.map(
         "route", {"part": list(range(len(starts))), "offset": starts},
         {"input_dir": input_dir, "shard_plan": shard_plan}, plan=slim,
@@ -278,7 +277,7 @@ def _run_parts(
     """Run a stage (or a by-key stage's apply step) part by part on its `records` input
     records, with what its global step made for every part (`shared`); its parts' results,
     and how they ran."""
-    slim, starts = part_plan(steps.plan, steps.name, records)
+    slim, starts = part_plan(steps.plan, records)
     fixed = {"input_dir": input_dir} | ({"shared": shared} if shared else {})
     sizes = [min(slim.part_rows, records - start) for start in starts]
     each_part = {"part": list(range(len(starts))), "offset": starts}

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psutil
+from threadpoolctl import threadpool_limits
 
 from pipeline.config import RunnerConfig
 from pipeline.core.errors import ThresherError
@@ -182,20 +183,24 @@ def thread_share(processes: int) -> int:
 
 
 def _start_pool_process(run_pid: int, threads: int) -> None:
-    """A pool process computes on its share of the cores: torch's OpenMP threads default to
-    every core in every process, and two processes of two threads on two cores embedded
-    2.4× slower than two of one thread each (their threads spin, waiting on each other).
-    Dask's workers get OMP_NUM_THREADS=1 from Dask itself.
+    """A pool process computes on its share of the cores, unless OMP_NUM_THREADS says how
+    many: torch's and faiss's OpenMP threads and numpy's BLAS default to every core in
+    every process, and two processes of two threads on two cores embedded 3.1× slower than
+    two of one thread each (bench/bench_pool_threads.py). Dask gives its worker processes
+    one thread each itself.
 
     A pool process ends when the run's process does: one killed with SIGKILL leaves no
     worker waiting for work forever, holding its output pipes (a pool process's parent is
     the fork server, which itself waits for its children to end)."""
     global _in_pool
     _in_pool = True
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(name, str(threads))
-    if "torch" in sys.modules:  # imported before the fork: its pool is sized already
-        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if os.environ.setdefault("OMP_NUM_THREADS", str(threads)).isdigit():
+        threads = int(os.environ["OMP_NUM_THREADS"])
+    # the libraries loaded already (numpy's BLAS, with the fork server's imports) read the
+    # variable no more: threadpoolctl sets their pools; torch, when imported, reads it
+    threadpool_limits(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
     run = psutil.Process(run_pid)
     threading.Thread(target=_end_with, args=(run,), daemon=True).start()
 

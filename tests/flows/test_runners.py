@@ -25,7 +25,6 @@ from flows.runner import workers
 from flows.runner.parts import MIN_PART_ROWS, PARTS_PER_WORKER, rows_per_part
 from pipeline.config import RunnerConfig
 from pipeline.core.errors import ThresherError
-from pipeline.registry import SEMANTIC_PART_ROWS
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BIN = Path(sys.executable).parent
@@ -250,17 +249,22 @@ def test_the_local_runner_runs_steps_on_a_pool_of_processes_or_here_with_one_wor
         # each process computes on its share of the cores (unless the environment says how
         # many): torch's default, every core in every process, oversubscribes them
         share = os.environ.get("OMP_NUM_THREADS", str(workers.thread_share(2)))
-        assert set(dict(pool.map(_compute_threads, [{}] * 4)).values()) == {(share, int(share))}
+        expected = (share, int(share), frozenset({int(share)}))
+        assert set(dict(pool.map(_compute_threads, [{}] * 4)).values()) == {expected}
         with pytest.raises(ThresherError, match="a worker process of this run ended while"):
             list(pool.map(partial(os._exit, 137), [{}]))  # as the OOM killer ends one
     with workers.opened(RunnerConfig(kind="local", workers=1)) as alone:
         assert alone.count == 1 and dict(alone.map(os.getpid, [{}])) == {0: os.getpid()}
 
 
-def _compute_threads() -> tuple[str, int]:
+def _compute_threads() -> tuple[str, int, frozenset[int]]:
+    """A pool process's OMP_NUM_THREADS, torch's threads and those of its BLAS and OpenMP
+    libraries loaded before torch (numpy's)."""
     import torch
+    from threadpoolctl import threadpool_info
 
-    return os.environ["OMP_NUM_THREADS"], torch.get_num_threads()
+    loaded = frozenset(pool["num_threads"] for pool in threadpool_info())
+    return os.environ["OMP_NUM_THREADS"], torch.get_num_threads(), loaded
 
 
 def test_a_process_share_of_the_cores_is_at_least_one_thread():
@@ -279,8 +283,6 @@ def test_parts_are_sized_from_the_records_and_the_workers_within_their_bounds():
     assert rows_per_part(0, 2, 500_000) == 1  # one empty part
     # a stage's parts are equal: not 5,000 and 182 (the stage waits on its largest part)
     assert rows_per_part(5_182, 2, 500_000) == 2_591
-    # a stage whose records are costly (embedding) has a lower floor of its own
-    assert rows_per_part(5_182, 2, 500_000, least=SEMANTIC_PART_ROWS) == 648
     # runner.part_rows bounds a part's memory: it wins over the sizing, also below the floor
     assert rows_per_part(10_000_000, 2, 500_000) == 500_000
     assert rows_per_part(800, 2, 280) == 267  # three equal parts

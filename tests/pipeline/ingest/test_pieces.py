@@ -12,8 +12,9 @@ from pathlib import Path
 import orjson
 import polars as pl
 import pytest
-from helpers import SMS_SOURCE, sms_rows
+from helpers import SMS_SOURCE, sms_rows, write_jsonl
 
+from flows.runner.parts import ingest_part_bytes
 from pipeline.config import IngestConfig, SourceDeclaration
 from pipeline.core import reasons
 from pipeline.core.errors import DataError
@@ -156,6 +157,19 @@ def test_a_piece_read_again_gives_the_same_part(tmp_path, sms_spam):
     assert first[0] == again[0] and first[1].equals(again[1])
     assert pl.read_parquet(tmp_path / "out" / "part-*.parquet").equals(written)
     assert written["location"][0] == f"data/sms-1.jsonl:{part.batches[0][0].piece.first}"
+
+
+def test_a_source_smaller_than_a_part_is_one_part(tmp_path, sms_spam):
+    """Ingest sizes its parts from the sources' bytes, a record taken as 1 KiB: rounded down,
+    a one-file source of 1,025 bytes or more would be a part and a tail of a few bytes."""
+    path, rows = tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 200)
+    # the first file of 100 or more messages whose last KiB holds several lines
+    next(n for n in range(100, 200) if write_jsonl(path, rows[:n]).stat().st_size % 1024 > 600)
+    source = SourceDeclaration(**SMS_SOURCE, base_dir=str(tmp_path))
+    size = path.stat().st_size
+    assert len(plan_parts([source], size // 1024 * 1024)) == 2  # a part and a tail
+    (part,) = plan_parts([source], ingest_part_bytes(size, workers=2, most=500_000))
+    assert part.bytes == size
 
 
 def test_line_pieces_start_after_a_newline_and_know_their_first_line(tmp_path):
