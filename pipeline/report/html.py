@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from pipeline.report import charts as report_charts
 
@@ -39,8 +40,14 @@ def render(report: dict[str, Any]) -> str:
     }
     from pipeline.registry import REPORT_SECTIONS  # its stages' modules: only when rendering
 
-    return (
-        _environment()
-        .get_template("report.html")
-        .render(r=report, charts=charts, sections=REPORT_SECTIONS)
-    )
+    environment = _environment()
+    # each stage section rendered first: one with nothing to show (a failed run's duplicates)
+    # is left out of the page and of its table of contents
+    rendered = {
+        section: environment.get_template(f"sections/{section.anchor}.html").render(
+            r=report, charts=charts
+        )
+        for section in REPORT_SECTIONS
+    }
+    shown = [(section, Markup(html)) for section, html in rendered.items() if html.strip()]
+    return environment.get_template("report.html").render(r=report, charts=charts, sections=shown)

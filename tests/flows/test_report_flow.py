@@ -258,3 +258,11 @@ def test_the_stage_sections_of_the_report_are_the_registrys_in_its_order(curated
     assert shown(page) == ["version", "records", *reversed(anchors), "gates", "lineage"]
     contents = re.findall(r'<a href="#([a-z]+)">', page)
     assert contents[2:8] == list(reversed(anchors))
+    # a section with nothing to show (a failed run has no duplicates, splits, labels or
+    # contamination) is neither on the page nor in its contents
+    monkeypatch.undo()
+    failed = report | dict.fromkeys(["dedup", "splits", "data_quality", "contamination"])
+    failed = {key: value for key, value in failed.items() if key not in ("text", "quality")}
+    page = render(failed | {"kind": "failed_run", "error": "stopped"})
+    assert shown(page) == ["version", "records", "governance", "gates", "lineage"]
+    assert re.findall(r'<a href="#([a-z]+)">', page) == shown(page)
