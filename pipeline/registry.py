@@ -86,10 +86,8 @@ CURATE_STAGES: tuple[Stage, ...] = tuple(
 STAGES = {stage.name: stage for stage in CURATE_STAGES}
 # the stages between ingest and publishing, in order: each reads the one before
 RECORD_STAGES = tuple(stage.name for stage in CURATE_STAGES if stage.kind == "records")
-# the audit report's sections that show what stages did, each once (by anchor), in the order
-# of the first stage naming it
-_sections: dict[str, ReportSection] = {}
-for _stage in CURATE_STAGES:
-    if _stage.report_section:
-        _sections.setdefault(_stage.report_section.anchor, _stage.report_section)
-REPORT_SECTIONS = tuple(_sections.values())
+# the audit report's sections that show what stages did, each once, in the order of the first
+# stage naming it (tests/flows/test_report_flow.py checks that their anchors differ)
+REPORT_SECTIONS = tuple(
+    dict.fromkeys(stage.report_section for stage in CURATE_STAGES if stage.report_section)
+)
