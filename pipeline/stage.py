@@ -40,7 +40,7 @@ from typing import Any, Literal
 import polars as pl
 
 from pipeline.config import RunConfig
-from pipeline.core import ledger
+from pipeline.core import clusters, ledger
 from pipeline.core.schema import EvalSet
 
 
@@ -157,6 +157,34 @@ class Decided:
     decisions: pl.DataFrame
     stats: dict[str, Any]
     review_items: pl.DataFrame | None = None
+    # what a by-component decision asks of other parts (rows with `_to_part`), for `evidence`
+    requests: pl.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class Components:
+    """How a ByKey decides by connected component instead of once: no task holds every edge
+    or every member (pipeline/core/clusters.py: large-star / small-star rounds over edge
+    partitions).
+
+    edges(found, cfg) -> (DataFrame of `node`, `neighbor`: the uint64 node ids of the pairs
+    that join records, from one file of what the last step found; its stats, which add up).
+    members(part, cfg, ctx) -> DataFrame with `node` and what `decide` needs of each record
+    of a part (the runner adds `_part`); only the members of some edge reach `decide`.
+    decide(members, records, cfg, ctx) -> Decided for whole components: `members` holds every
+    member of each (its `_component`: the smallest node, and `_part`), its decisions carry
+    `_to_part` (the part of the record each is about), and its `requests` (`_to_part` too)
+    go to `evidence(part, requests, cfg, ctx)`, whose rows (with `_to_part`) reach the
+    apply step of the part they name as its fifth argument.
+    stats(cfg) -> the stats the settings alone tell (not added up).
+    applies(cfg) -> False where the stage decides once (`ByKey.decide`) instead."""
+
+    edges: Callable[..., tuple[pl.DataFrame, dict[str, Any]]]
+    members: Callable[..., pl.DataFrame]
+    decide: Callable[..., Decided]
+    evidence: Callable[..., pl.DataFrame] | None = None
+    stats: Callable[[Any], dict[str, Any]] = lambda cfg: {}
+    applies: Callable[[Any], bool] = lambda cfg: True
 
 
 @dataclass(frozen=True)
@@ -180,7 +208,8 @@ class ByKey:
     number of the part they are for, which the runner removes) and sends its own on the same
     way; the last one's rows, not sent anywhere, are what decide reads.
     decide(found, records, cfg, ctx) -> Decided (`records`, the stage's whole input as a lazy
-    scan, is for the few records a decision must show in full, such as a review item's).
+    scan, is for the few records a decision must show in full, such as a review item's), or,
+    with `components`, decisions made per connected component (see Components).
     apply(part, decisions, cfg, ctx) -> the part's StageResult, whose stats add up over the
     parts (`decisions` is a LazyFrame: a part reads only what concerns it).
     off(cfg) -> the stats of a stage its config turns off (semantic dedup, augmentation), or
@@ -194,6 +223,10 @@ class ByKey:
     sample: Callable[..., pl.DataFrame] | None = None
     fit: Callable[..., pl.DataFrame] | None = None
     off: Callable[[Any], dict[str, Any] | None] = lambda cfg: None
+    components: Components | None = None
+
+    def by_components(self, cfg: Any) -> bool:
+        return self.components is not None and self.components.applies(cfg)
 
     def __call__(self, frame: pl.LazyFrame, cfg: Any, ctx: RunContext) -> StageResult:
         """The stage on every record at once: one part, one key partition."""
@@ -208,13 +241,35 @@ class ByKey:
         found = self.reduce(keys.lazy(), cfg)
         for exchange in self.exchanges:
             found = exchange(frame, sent_to(found.lazy(), 0), cfg, ctx)
-        decided = self.decide(found.lazy(), frame, cfg, ctx, *model)
-        result = self.apply(frame, decided.decisions.lazy(), cfg, ctx)
+        if self.by_components(cfg):
+            decided, evidence = self._by_components(frame, found, cfg, ctx)
+            result = self.apply(frame, decided.decisions.lazy(), cfg, ctx, *evidence)
+        else:
+            decided = self.decide(found.lazy(), frame, cfg, ctx, *model)
+            result = self.apply(frame, decided.decisions.lazy(), cfg, ctx)
         result.stats = self.merge_stats(decided.stats, [result.stats])
         items = [i for i in (decided.review_items, result.review_items) if i is not None]
         if items:
             result.review_items = pl.concat(items)
         return result
+
+    def _by_components(
+        self, frame: pl.LazyFrame, found: pl.DataFrame, cfg: Any, ctx: RunContext
+    ) -> tuple[Decided, tuple[pl.LazyFrame, ...]]:
+        """The decisions by component on every record at once (union-find over every edge),
+        and what `evidence` sends back for the apply step."""
+        spec = self.components
+        edges, edge_stats = spec.edges(found.lazy(), cfg)
+        nodes, labels = clusters.components(edges["node"].to_numpy(), edges["neighbor"].to_numpy())
+        labelled = pl.DataFrame({"node": nodes, "_component": labels}, schema=clusters.LABELS)
+        members = spec.members(frame, cfg, ctx).with_columns(pl.lit(0, pl.UInt32).alias("_part"))
+        decided = spec.decide(members.join(labelled, on="node"), frame, cfg, ctx)
+        decided.stats = add_counts([edge_stats, decided.stats]) | spec.stats(cfg)
+        decided.decisions = sent_to(decided.decisions.lazy(), 0).collect()
+        if spec.evidence is None:
+            return decided, ()
+        requests = sent_to(decided.requests.lazy(), 0)
+        return decided, (sent_to(spec.evidence(frame, requests, cfg, ctx).lazy(), 0),)
 
     @staticmethod
     def merge_stats(decided: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -17,13 +17,22 @@ import polars as pl
 import yaml
 
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
+from pipeline.core import clusters
 from pipeline.core.schema import RECORD_SCHEMA
 from pipeline.ingest.readers import read_file
 from pipeline.ingest.stage import ingest
 from pipeline.publish.stage import publish
 from pipeline.publish.version import StagedVersion
 from pipeline.split.stage import split
-from pipeline.stage import ByKey, RunContext, StageResult, key_partition, sent_to
+from pipeline.stage import (
+    ByKey,
+    Decided,
+    RunContext,
+    StageResult,
+    add_counts,
+    key_partition,
+    sent_to,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHANGELOGS = FIXTURES / "debian"
@@ -288,13 +297,24 @@ def run_in_parts(
     found = pl.concat(
         by_key.reduce(keys.filter(partition == k).lazy(), cfg) for k in range(len(pieces))
     )
+    found_by_part = [found]
     for exchange in by_key.exchanges:
-        found = pl.concat(
+        found_by_part = [
             exchange(piece, sent_to(found.lazy(), number), cfg, ctx)
             for number, piece in enumerate(pieces)
-        )
-    decided = by_key.decide(found.lazy(), frame, cfg, ctx, *model)
-    results = [by_key.apply(piece, decided.decisions.lazy(), cfg, ctx) for piece in pieces]
+        ]
+        found = pl.concat(found_by_part)
+    if by_key.by_components(cfg):
+        decided, evidence = _by_components(by_key.components, pieces, found_by_part, cfg, ctx)
+        results = [
+            by_key.apply(
+                piece, sent_to(decided.decisions.lazy(), number), cfg, ctx, *evidence[number]
+            )
+            for number, piece in enumerate(pieces)
+        ]
+    else:
+        decided = by_key.decide(found.lazy(), frame, cfg, ctx, *model)
+        results = [by_key.apply(piece, decided.decisions.lazy(), cfg, ctx) for piece in pieces]
     return StageResult(
         frame=pl.concat(result.frame for result in results).sort("record_id"),
         events=pl.concat(result.events for result in results).sort(
@@ -302,6 +322,56 @@ def run_in_parts(
         ),
         stats=by_key.merge_stats(decided.stats, [result.stats for result in results]),
     )
+
+
+def star_rounds(edges: pl.DataFrame, partitions: int) -> tuple[pl.DataFrame, int]:
+    """Components as the runner finds them: large-star and small-star rounds, each step on
+    one node partition's edges at a time. The labels of every node in an edge (node,
+    _component), and the rounds it took."""
+
+    def by_partition(rows: pl.DataFrame) -> list[pl.DataFrame]:
+        partition = key_partition(pl.col("node"), partitions, pl.UInt64)
+        return [rows.filter(partition == k) for k in range(partitions)]
+
+    current, rounds = clusters.both_ways(edges), 0
+    while True:
+        rounds += 1
+        large = [clusters.large_star(rows) for rows in by_partition(current)]
+        small = [clusters.small_star(rows) for rows in by_partition(pl.concat(e for e, _ in large))]
+        current = clusters.both_ways(pl.concat(e for e, _ in small))
+        if not any(changed for _, changed in large + small):
+            break
+    labels = pl.concat(clusters.star_labels(rows) for rows in by_partition(current))
+    return labels, rounds
+
+
+def _by_components(spec, pieces, found_by_part, cfg, ctx):
+    """A by-component ByKey's decisions as the runner makes them (see star_rounds), and
+    what each part's apply step gets of the evidence."""
+    partitions = len(pieces)
+    edges, stats = zip(*(spec.edges(found.lazy(), cfg) for found in found_by_part), strict=True)
+    labels, _ = star_rounds(pl.concat(edges), partitions)
+    members = pl.concat(
+        spec.members(piece, cfg, ctx).with_columns(pl.lit(number, pl.UInt32).alias("_part"))
+        for number, piece in enumerate(pieces)
+    ).join(labels, on="node")
+    component = key_partition(pl.col("_component"), partitions, pl.UInt64)
+    decided = [
+        spec.decide(members.filter(component == k), pl.concat(pieces), cfg, ctx)
+        for k in range(partitions)
+    ]
+    merged = Decided(
+        pl.concat(d.decisions for d in decided),
+        add_counts([*stats, *(d.stats for d in decided)]) | spec.stats(cfg),
+        requests=None if spec.evidence is None else pl.concat(d.requests for d in decided),
+    )
+    if spec.evidence is None:
+        return merged, [()] * partitions
+    answers = pl.concat(
+        spec.evidence(piece, sent_to(merged.requests.lazy(), number), cfg, ctx)
+        for number, piece in enumerate(pieces)
+    )
+    return merged, [(sent_to(answers.lazy(), number),) for number in range(partitions)]
 
 
 def replace_stage(monkeypatch, name: str, function) -> None:

@@ -25,7 +25,7 @@ import polars as pl
 
 from flows.run_plan import RunPlan
 from flows.runner import workers
-from pipeline.core import ledger, storage
+from pipeline.core import clusters, ledger, storage
 from pipeline.core.errors import ConfigError
 from pipeline.core.resources import peak_rss_mb, release_free_memory, reset_peak_rss
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, IngestPart, finish, read_part
@@ -82,6 +82,16 @@ class Decisions(Ran):
     decisions: str
     stats: dict[str, Any]
     review_items: str | None
+
+
+@dataclass(kw_only=True)
+class Edged(Ran):
+    stats: dict[str, Any]
+
+
+@dataclass(kw_only=True)
+class Starred(Ran):
+    changed: bool  # whether the round's step changed any edge of its partition
 
 
 @dataclass(kw_only=True)
@@ -185,6 +195,14 @@ def part_task(
     elif isinstance(function, Indexed):
         with _local_copy(shared) as index:
             result = function.check(frame, settings, ctx, index)
+    elif function.by_components(settings):  # the decisions sent to this part, and evidence
+        mine = f"to-{part:05d}"
+        decisions = pl.scan_parquet(storage.files(storage.location(shared) / mine))
+        evidence = ()
+        if function.components.evidence is not None:
+            sent = plan.stage_dir(f"{name}-evidence") / mine
+            evidence = (pl.scan_parquet(storage.files(sent)),)
+        result = function.apply(frame, decisions, settings, ctx, *evidence)
     else:
         result = function.apply(frame, pl.scan_parquet(shared), settings, ctx)
     out = plan.stage_dir(name) / f"part-{part:05d}.parquet"
@@ -389,6 +407,128 @@ def decide_task(
     )
 
 
+def _round(plan: RunPlan, name: str, step: int) -> storage.Location:
+    """Where step `step` of a by-component stage's rounds reads its edges (step 0: the edges
+    of what the last step found; even steps run large-star, odd ones small-star)."""
+    return plan.stage_dir(f"{name}-cc") / f"{step:03d}"
+
+
+def _send_by(rows: pl.DataFrame, column: str, count: int, folder: storage.Location, source: str):
+    """Send rows to the partition of their uint64 `column` (a node, or a component)."""
+    to = rows.select(key_partition(pl.col(column), count, pl.UInt64)).to_series()
+    _write_sent(rows, to, count, folder, source)
+
+
+@timed_step()
+def edges_task(plan: RunPlan, name: str, found: str, index: int, partitions: int) -> Edged:
+    """Send the edges in one file of what a by-component stage's last step found to the node
+    partitions of the first round, in both orientations; a retry rewrites them."""
+    stage = STAGES[name]
+    edges, stats = stage.function.components.edges(
+        pl.scan_parquet(found), stage.settings(plan.config)
+    )
+    edges = clusters.both_ways(edges)
+    _send_by(edges, "node", partitions, _round(plan, name, 0), f"from-{index:05d}")
+    return Edged(stats=stats)
+
+
+@timed_step()
+def members_task(
+    plan: RunPlan, name: str, input_dir: str, part: int, offset: int, partitions: int
+) -> Ran:
+    """Send what a by-component stage's decision needs of each record of one part to the
+    partition of its node."""
+    stage = STAGES[name]
+    members = stage.function.components.members(
+        _part(plan, input_dir, offset), stage.settings(plan.config), plan.context(False)
+    ).with_columns(pl.lit(part, pl.UInt32).alias("_part"))
+    folder = plan.stage_dir(f"{name}-members")
+    _send_by(members, "node", partitions, folder, f"part-{part:05d}")
+    return Ran()
+
+
+@timed_step()
+def star_task(plan: RunPlan, name: str, partition: int, step: int, partitions: int) -> Starred:
+    """One node partition's large-star (even `step`) or small-star (odd) step of the
+    components rounds (pipeline/core/clusters.py), its edges sent on to the next step."""
+    edges = pl.scan_parquet(storage.files(_round(plan, name, step) / f"to-{partition:05d}"))
+    if step % 2 == 0:
+        hooked, changed = clusters.large_star(edges.collect())
+    else:
+        hooked, changed = clusters.small_star(edges.collect())
+        hooked = clusters.both_ways(hooked)
+    _send_by(hooked, "node", partitions, _round(plan, name, step + 1), f"from-{partition:05d}")
+    return Starred(changed=changed)
+
+
+@timed_step()
+def label_task(plan: RunPlan, name: str, partition: int, step: int, partitions: int) -> Ran:
+    """Label the members of one node partition with their components (the star forest the
+    last round left) and send each to its component's partition; a member of no edge stays."""
+    edges = pl.scan_parquet(storage.files(_round(plan, name, step) / f"to-{partition:05d}"))
+    labels = clusters.star_labels(edges.collect())
+    members = pl.scan_parquet(
+        storage.files(plan.stage_dir(f"{name}-members") / f"to-{partition:05d}")
+    )
+    labelled = members.join(labels.lazy(), on="node").collect()
+    folder = plan.stage_dir(f"{name}-components")
+    _send_by(labelled, "_component", partitions, folder, f"from-{partition:05d}")
+    return Ran()
+
+
+@timed_step()
+def resolve_task(plan: RunPlan, name: str, input_dir: str, partition: int, parts: int) -> Decisions:
+    """Decide one component partition of a by-component stage: its decisions sent to the
+    parts of the records they are about, its requests to the parts they ask."""
+    stage = STAGES[name]
+    members = pl.scan_parquet(
+        storage.files(plan.stage_dir(f"{name}-components") / f"to-{partition:05d}")
+    )
+    decided = stage.function.components.decide(
+        members.collect(),
+        pl.scan_parquet(storage.files(input_dir)),
+        stage.settings(plan.config),
+        plan.context(),
+    )
+    source = f"from-{partition:05d}"
+    folder = plan.stage_dir(f"{name}-decisions")
+    rows = decided.decisions
+    _write_sent(rows.drop("_to_part"), rows["_to_part"], parts, folder, source)
+    if decided.requests is not None:
+        rows = decided.requests
+        folder = plan.stage_dir(f"{name}-requests")
+        _write_sent(rows.drop("_to_part"), rows["_to_part"], parts, folder, source)
+    review = None
+    if decided.review_items is not None and decided.review_items.height:
+        review = plan.stage_dir(f"{name}-review-items") / f"{source}.parquet"
+        review.parent.mkdir(parents=True, exist_ok=True)
+        decided.review_items.write_parquet(str(review))
+    return Decisions(
+        decisions=str(plan.stage_dir(f"{name}-decisions")),
+        stats=decided.stats,
+        review_items=review and str(review),
+    )
+
+
+@timed_step()
+def evidence_task(
+    plan: RunPlan, name: str, input_dir: str, part: int, offset: int, parts: int
+) -> Ran:
+    """Answer what a by-component stage's decisions asked of one part (near dedup: the
+    sketches of its kept records), sent to the parts that asked."""
+    stage = STAGES[name]
+    requests = storage.files(plan.stage_dir(f"{name}-requests") / f"to-{part:05d}")
+    rows = stage.function.components.evidence(
+        _part(plan, input_dir, offset),
+        pl.scan_parquet(requests),
+        stage.settings(plan.config),
+        plan.context(False),
+    )
+    folder = plan.stage_dir(f"{name}-evidence")
+    _write_sent(rows.drop("_to_part"), rows["_to_part"], parts, folder, f"part-{part:05d}")
+    return Ran()
+
+
 @timed_step()
 def route_task(
     plan: RunPlan, name: str, input_dir: str, part: int, offset: int, shard_plan: ShardPlan
@@ -424,6 +564,12 @@ STEPS = {
     "keys": keys_task,
     "reduce": reduce_task,
     "exchange": exchange_task,
+    "edges": edges_task,
+    "members": members_task,
+    "star": star_task,
+    "label": label_task,
+    "resolve": resolve_task,
+    "evidence": evidence_task,
     "route": route_task,
     "shard": shard_task,
 }

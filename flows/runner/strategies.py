@@ -21,13 +21,13 @@ from data_catalog.catalog import Catalog
 from flows.run_plan import RunPlan
 from flows.runner import workers
 from flows.runner.parts import ingest_part_bytes, offsets, rows_per_part
-from flows.runner.steps import STEPS, PartDone, Ran
+from flows.runner.steps import STEPS, Decisions, PartDone, Ran
 from pipeline.core import progress, storage
 from pipeline.ingest.source_files import source_files
 from pipeline.ingest.stage import ingest_stats, plan_parts
 from pipeline.publish.stage import ShardPlan, plan_shards
 from pipeline.registry import STAGES
-from pipeline.stage import Indexed
+from pipeline.stage import Indexed, add_counts
 
 
 @dataclass
@@ -208,7 +208,11 @@ def by_key(plan: RunPlan, name: str, input_dir: str) -> StageDone:
             plan=slim,
         )  # fmt: skip
         found, exchanged = [task.path for task in sent], exchanged + sent
-    (decided,) = steps.map("decide", {"found": [found]}, {"input_dir": input_dir} | model)
+    components = {}
+    if function.by_components(stage.settings(plan.config)):
+        decided, components = _by_components(steps, slim, input_dir, found, each_part)
+    else:
+        (decided,) = steps.map("decide", {"found": [found]}, {"input_dir": input_dir} | model)
     parts, accounting = _run_parts(steps, input_dir, records, decided.decisions)
     stats = function.merge_stats(decided.stats, [part.stats for part in parts])
     review = decided.review_items and pl.read_parquet(decided.review_items)
@@ -224,9 +228,65 @@ def by_key(plan: RunPlan, name: str, input_dir: str) -> StageDone:
         **({"fit_peak_rss_mb": _peak(fitting)} if fitting else {}),
         "decide_seconds": decided.seconds,
         "decide_peak_rss_mb": decided.peak_rss_mb,
+        **components,
         "step_seconds": steps.step_seconds(),
     }
     return StageDone(str(plan.stage_dir(name)), stats, records_out, parts=accounting)
+
+
+MAX_ROUNDS = 64  # large-star / small-star converge in O(log n) rounds: 64 is a bug
+
+
+def _by_components(
+    steps: StageSteps, slim: RunPlan, input_dir: str, found: list[str], each_part: dict
+) -> tuple[Decisions, dict[str, Any]]:
+    """A by-component stage's decisions (pipeline/stage.py's Components): the edges of what
+    its last step found sent to node partitions, each part's members too; large-star and
+    small-star rounds until no partition changes; each member labelled with its component and
+    sent to its component's partition, where the components are decided; then what the
+    decisions ask of the parts answered. No task holds every edge or every member."""
+    function = STAGES[steps.name].function
+    partitions = len(each_part["part"])
+    each_partition = {"partition": list(range(partitions))}
+    on_partitions = {"partitions": partitions}
+    edged = steps.map(
+        "edges", {"found": found, "index": list(range(len(found)))}, on_partitions, plan=slim
+    )
+    members = steps.map("members", each_part, {"input_dir": input_dir} | on_partitions, plan=slim)
+    step, starred = 0, []
+    while True:
+        if step >= 2 * MAX_ROUNDS:
+            raise RuntimeError(f"{steps.name}: components did not converge in {MAX_ROUNDS} rounds")
+        round_ = [
+            task
+            for half in (step, step + 1)
+            for task in steps.map("star", each_partition, {"step": half} | on_partitions, plan=slim)
+        ]
+        starred, step = starred + round_, step + 2
+        if not any(task.changed for task in round_):
+            break
+    labelled = steps.map("label", each_partition, {"step": step} | on_partitions, plan=slim)
+    resolved = steps.map("resolve", each_partition, {"input_dir": input_dir, "parts": partitions})
+    answered = []
+    if function.components.evidence is not None:
+        fixed = {"input_dir": input_dir, "parts": partitions}
+        answered = steps.map("evidence", each_part, fixed, plan=slim)
+    settings = STAGES[steps.name].settings(slim.config)
+    stats = add_counts([t.stats for t in edged + resolved]) | function.components.stats(settings)
+    items = [pl.read_parquet(t.review_items) for t in resolved if t.review_items]
+    review = None
+    if items:
+        review = slim.stage_dir(f"{steps.name}-review-items") / "all.parquet"
+        pl.concat(items).write_parquet(str(review))
+    peak = _peak(edged + members + starred + labelled + resolved + answered)
+    decided = Decisions(
+        decisions=resolved[0].decisions,
+        stats=stats,
+        review_items=review and str(review),
+        seconds=sum(t.seconds for t in resolved),
+        peak_rss_mb=peak,
+    )
+    return decided, {"component_rounds": step // 2, "resolve_peak_rss_mb": _peak(resolved)}
 
 
 RUNS = {"per_part": per_part, "by_key": by_key}

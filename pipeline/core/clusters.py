@@ -41,3 +41,61 @@ def with_cluster_ids(frame: pl.LazyFrame) -> pl.LazyFrame:
     if "cluster_id" in frame.collect_schema().names():
         return frame
     return frame.with_columns(pl.col("record_id").alias("cluster_id"))
+
+
+# Components across partitions: the large-star / small-star rounds of Kiveris et al.,
+# "Connected Components in Map Reduce and Beyond" (SoCC 2014). Each step is a group-by on one
+# endpoint of the edges, so a task holds one partition's edges (those whose `node` hashes to
+# it) and nothing of the rest; O(log n) rounds in practice. At the fixed point the graph is a
+# forest of stars, each centred on its component's smallest node: an edge (node, neighbor)
+# then names the label. Union-find per partition with merge rounds was the other choice: it
+# needs a relabelling pass after every round, and how many rounds depends on how the edges
+# fall into partitions.
+EDGES = {"node": pl.UInt64, "neighbor": pl.UInt64}
+LABELS = {"node": pl.UInt64, "_component": pl.UInt64}  # each node's component: its smallest node
+
+
+def large_star(edges: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Each node hooks its larger neighbors onto the smallest of its neighborhood (itself
+    included). `edges` holds both orientations of every edge whose `node` is in this
+    partition. Returns the new edges (node > neighbor, each once) and whether any changed."""
+    least = pl.min_horizontal(pl.col("neighbor").min().over("node"), "node")
+    rows = edges.with_columns(least.alias("_least"))
+    larger = rows.filter(pl.col("neighbor") > pl.col("node"))
+    changed = bool((larger["_least"] < larger["node"]).any())
+    out = larger.select(pl.col("neighbor").alias("node"), pl.col("_least").alias("neighbor"))
+    return out.unique(), changed
+
+
+def small_star(edges: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Each node hooks itself and its smaller neighbors onto the smallest of them. `edges`
+    holds every edge once, as (node, neighbor) with node > neighbor, whose `node` is in this
+    partition. Returns the new edges (node > neighbor) and whether any node had more than one
+    smaller neighbor (else nothing changed)."""
+    rows = edges.with_columns(pl.col("neighbor").min().over("node").alias("_least"))
+    changed = rows.height > rows["node"].n_unique()
+    hooked = pl.concat(
+        [
+            rows.select("node", pl.col("_least").alias("neighbor")),
+            rows.filter(pl.col("neighbor") != pl.col("_least")).select(
+                pl.col("neighbor").alias("node"), pl.col("_least").alias("neighbor")
+            ),
+        ]
+    )
+    return hooked.unique(), changed
+
+
+def both_ways(edges: pl.DataFrame) -> pl.DataFrame:
+    """Every edge in both orientations, as large_star reads them."""
+    flipped = edges.select(pl.col("neighbor").alias("node"), pl.col("node").alias("neighbor"))
+    return pl.concat([edges.select("node", "neighbor"), flipped])
+
+
+def star_labels(edges: pl.DataFrame) -> pl.DataFrame:
+    """The labels of the nodes of one partition of a star forest (both orientations of its
+    edges, as the last round left them): a leaf's one smaller neighbor, a centre itself."""
+    return (
+        edges.group_by("node")
+        .agg(pl.col("neighbor").min())
+        .select("node", pl.min_horizontal("node", "neighbor").alias("_component"))
+    )

@@ -116,10 +116,12 @@ def numbered(members: pl.DataFrame, ctx: RunContext) -> pl.DataFrame:
     """`members` (member_columns) with `_i` and `_published` (whether the parent version holds
     it). Rows are sorted by record_id and `_i` numbers them in that order, so that every
     decision a method makes from `_i` is the same whatever order the records arrive in."""
-    if ctx.parent_splits is not None:
-        published = ctx.parent_splits.select("record_id", pl.lit(True).alias("_published"))
-        members = members.lazy().join(published, on="record_id", how="left", maintain_order="left")
-        members = members.with_columns(pl.col("_published").fill_null(False)).collect()
+    if ctx.parent_splits is not None:  # only the members' rows of the parent are read
+        mine = pl.col("record_id").is_in(members["record_id"].implode())
+        published = ctx.parent_splits.filter(mine).select("record_id").collect(engine="streaming")
+        members = members.with_columns(
+            pl.col("record_id").is_in(published["record_id"].implode()).alias("_published")
+        )
     else:
         members = members.with_columns(pl.lit(False).alias("_published"))
     return members.sort("record_id").with_row_index("_i")

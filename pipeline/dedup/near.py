@@ -38,10 +38,18 @@ import numpy as np
 import polars as pl
 
 from pipeline.config import DedupConfig, MinHashConfig
-from pipeline.core import reasons
+from pipeline.core import clusters, reasons
 from pipeline.core.identity import xxh3_128_hex
 from pipeline.dedup import duplicates, label_conflicts
-from pipeline.stage import ByKey, Decided, RunContext, StageResult, read_by_parts, sent_to
+from pipeline.stage import (
+    ByKey,
+    Components,
+    Decided,
+    RunContext,
+    StageResult,
+    read_by_parts,
+    sent_to,
+)
 from pipeline.text import minhash
 
 STAGE = "near_dedup"
@@ -380,15 +388,134 @@ def _measure_in_parts(
     ).select("left", "right", "new")
 
 
+def _edges(measured: pl.LazyFrame, cfg: DedupConfig) -> tuple[pl.DataFrame, dict]:
+    """The duplicate pairs among one part's measured candidates (at or above `threshold`;
+    every pair without `verify`: its estimate is not the similarity), as graph edges."""
+    if cfg.minhash is None:
+        return pl.DataFrame(schema=clusters.EDGES), {}
+    measured = measured.collect()
+    duplicate = measured
+    if cfg.minhash.verify:
+        duplicate = measured.filter(pl.col("similarity") >= cfg.minhash.threshold)
+    edges = duplicate.select(pl.col("left").alias("node"), pl.col("right").alias("neighbor"))
+    stats = {"candidate_pairs": measured.height, "duplicate_pairs": edges.height}
+    return edges, stats | {"related_pairs": 0}
+
+
+def _members(part: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
+    """What the keep rule needs of each record of a part, by its document."""
+    if cfg.minhash is None:
+        part = part.limit(0)
+    node = _doc_of_record().alias("node")
+    return duplicates.member_columns(part.with_columns(node), ctx, extra=("node",)).collect()
+
+
+def _decide_components(
+    members: pl.DataFrame, records: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> Decided:
+    """Keep one record of each whole component among `members` and drop the others: their
+    similarity to the kept record is measured by the part that holds each (`_apply`), against
+    the kept record's sketch, which `requests` ask of the part holding it."""
+    if members["node"].is_duplicated().any():
+        shared = members.filter(pl.col("node").is_duplicated())["record_id"].head(2).to_list()
+        raise ValueError(
+            f"record ids {shared} share their first 64 bits: near dedup cannot tell them apart"
+        )
+    members = duplicates.numbered(members, ctx)
+    centre = members.select(pl.col("node").alias("_component"), pl.col("_i").alias("right"))
+    pairs = members.join(centre, on="_component").select(pl.col("_i").alias("left"), "right")
+    pairs = pairs.filter(pl.col("left") != pl.col("right"))
+    resolution = duplicates.resolve(members, pairs, pairs.clear(), cfg.keep)
+    decided = duplicates.decide(
+        members.drop("node", "_component", "_part"),
+        resolution,
+        records,
+        drops=DROPS,
+        similarity=lambda asked: pl.Series([None] * asked.height, dtype=pl.Float64),
+        ctx=ctx,
+        stats={},
+        labels=cfg.label_conflicts,
+    )
+    where = members.select("record_id", "node", pl.col("_part").alias("_to_part"))
+    decided.decisions = decided.decisions.join(where.drop("node"), on="record_id", how="left")
+    kept = where.rename({"record_id": "_duplicate_of", "node": "doc", "_to_part": "_kept_part"})
+    decided.requests = (
+        decided.decisions.filter(pl.col("_duplicate_of").is_not_null())
+        .join(kept, on="_duplicate_of")
+        .select(
+            "doc", pl.col("_to_part").alias("_for_part"), pl.col("_kept_part").alias("_to_part")
+        )
+        .unique()
+    )
+    return decided
+
+
+def _kept_sketches(
+    part: pl.LazyFrame, requests: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+) -> pl.DataFrame:
+    """The sketch of each kept record of this part that a dropped record of another part (or
+    this one) points at, sent to that part once."""
+    asked = requests.collect()
+    sketches = _part_sketches(part, asked["doc"], cfg.minhash)
+    return asked.join(sketches, on="doc").select(
+        "doc", "sketch", pl.col("_for_part").alias("_to_part")
+    )
+
+
+def _with_similarity(
+    part: pl.LazyFrame, decisions: pl.DataFrame, kept: pl.LazyFrame, settings: MinHashConfig
+) -> pl.DataFrame:
+    """`decisions` with each dropped record's similarity to its kept record, measured on
+    their sketches (the kept one's sent by `_kept_sketches`), PAIR_CHUNK records at a time."""
+    dropped = decisions.filter(pl.col("_duplicate_of").is_not_null()).select(
+        "record_id",
+        _doc_of_record(),
+        pl.col("_duplicate_of")
+        .map_batches(doc_ids, pl.UInt64, is_elementwise=True)
+        .alias("kept_doc"),
+    )
+    kept = kept.collect().rename({"doc": "kept_doc", "sketch": "kept_sketch"})
+    measured = [pl.DataFrame(schema={"record_id": pl.String, "_measured": pl.Float64})]
+    for chunk in dropped.iter_slices(PAIR_CHUNK):
+        own = _part_sketches(part, chunk["doc"], settings)
+        chunk = chunk.join(own, on="doc").join(kept, on="kept_doc")
+        similarity = _similarity(chunk["sketch"], chunk["kept_sketch"], settings)
+        measured.append(
+            chunk.select("record_id", similarity.cast(pl.Float64).round(4).alias("_measured"))
+        )
+    return (
+        decisions.join(pl.concat(measured), on="record_id", how="left")
+        .with_columns(pl.coalesce("_similarity", "_measured").alias("_similarity"))
+        .drop("_measured")
+    )
+
+
 def _apply(
-    frame: pl.LazyFrame, decisions: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+    frame: pl.LazyFrame,
+    decisions: pl.LazyFrame,
+    cfg: DedupConfig,
+    ctx: RunContext,
+    kept_sketches: pl.LazyFrame | None = None,
 ) -> StageResult:
-    """Drop a part's near duplicates and give its records their new cluster ids."""
+    """Drop a part's near duplicates (measuring each against its kept record's sketch, when
+    decided by component) and give its records their new cluster ids."""
+    if kept_sketches is not None:
+        mine = decisions.join(frame.select("record_id"), on="record_id", how="semi").collect()
+        decisions = _with_similarity(frame, mine, kept_sketches, cfg.minhash).lazy()
     kept, events = duplicates.apply_decisions(frame, decisions, DROPS, ctx)
     stats = {}
+    if cfg.minhash is not None and kept_sketches is not None:
+        stats["records"] = frame.select(pl.len()).collect().item()
     if cfg.minhash is not None and cfg.label_conflicts is not None:
         stats["labelled_by_source"] = label_conflicts.labelled_by_source(frame)
     return StageResult(frame=kept, events=events, stats=stats)
+
+
+def _stats(cfg: DedupConfig) -> dict:
+    if cfg.minhash is None:
+        return {}
+    bands, rows = _bands(cfg.minhash)
+    return {"bands": bands, "rows": rows}
 
 
 near_dedup = ByKey(
@@ -397,4 +524,13 @@ near_dedup = ByKey(
     exchanges=(_gather, _measure),
     decide=_decide,
     apply=_apply,
+    components=Components(
+        edges=_edges,
+        members=_members,
+        decide=_decide_components,
+        evidence=_kept_sketches,
+        stats=_stats,
+        # related records are linked once (`_decide`): not yet resolved across partitions
+        applies=lambda cfg: cfg.minhash is None or cfg.minhash.related_threshold is None,
+    ),
 )

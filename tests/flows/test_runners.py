@@ -200,12 +200,20 @@ def test_parts_on_processes_and_on_dask_publish_the_same_version(sms_project, sm
     keyed = sum(parts["steps"][name]["key_partitions"] for name in ON)
     assert keyed == sum(parts["steps"][name]["parts"] for name in ON)
     assert killed.exists(), "no worker was killed"
+    near = parts["steps"]["near_dedup"]
+    assert near["component_rounds"] >= 1 and near["key_partitions"] == near["parts"]
     assert ran == {
         "part_task": sum(parts["steps"][name]["parts"] for name in PER_PART),
         "keys_task": keyed,
         "reduce_task": keyed,
         # the global steps run on the workers too: the run's process holds no dataset state
-        "decide_task": len(ON),
+        "decide_task": len(ON) - 1,
+        # near dedup decides by component: its measured pairs' edges and its parts' members
+        # sent to node partitions, star rounds over them, each component partition resolved,
+        # and each part's kept records' sketches sent to the parts they were asked by
+        **{f"{step}_task": near["parts"] for step in ("edges", "members", "evidence")},
+        "star_task": 2 * near["component_rounds"] * near["parts"],
+        **{f"{step}_task": near["parts"] for step in ("label", "resolve")},
         "build_task": 1,  # contamination's index
         # (no sample or fit: only semantic dedup and augment fit a model first)
         # ingest: a task per part of the files, one that drops repeated ids

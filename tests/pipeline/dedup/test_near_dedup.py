@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -216,15 +217,20 @@ def test_same_input_same_clusters_whatever_the_batch_size(
     assert first.stats["dropped"] >= len(changelog_entries)
     # cut in parts (and the keys in as many partitions), shuffled: the same decisions
     shuffled = as_records(random.Random(3).sample(rows, len(rows)), source="src")
-    # (and a chain's evidence measured over parts of 300 records)
-    chains = []
-    monkeypatch.setattr(near, "_measure_in_parts", spy(near._measure_in_parts, chains))
     parted = run_in_parts(near_dedup, shuffled, DEFAULT, context(tmp_path, part_rows=300), 7)
-    monkeypatch.undo()
-    assert chains and chains[0].height > 0
     assert parted.stats["candidate_pairs"] == first.stats["candidate_pairs"]
     assert parted.events.equals(first.events.sort("record_id"))
     assert parted.frame.collect().equals(first.frame.collect().sort("record_id"))
+    # and the same as one decision over every pair and member (chains measured over parts
+    # of 300 records there), the way near dedup decided before it decided by component
+    chains = []
+    monkeypatch.setattr(near, "_measure_in_parts", spy(near._measure_in_parts, chains))
+    once = replace(near_dedup, components=None)
+    decided_once = run_in_parts(once, shuffled, DEFAULT, context(tmp_path, part_rows=300), 7)
+    assert chains and chains[0].height > 0
+    assert parted.events.equals(decided_once.events)
+    assert parted.frame.collect().equals(decided_once.frame.collect())
+    assert parted.stats == decided_once.stats
 
 
 def test_related_records_of_different_groups_share_a_cluster_and_stay(tmp_path, changelog_entries):
