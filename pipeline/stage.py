@@ -217,7 +217,7 @@ class ByKey:
 
     keys: Callable[..., pl.DataFrame]
     reduce: Callable[..., pl.DataFrame]
-    decide: Callable[..., Decided]
+    decide: Callable[..., Decided] | None  # None: by `components` always
     apply: Callable[..., StageResult]
     exchanges: tuple[Callable[..., pl.DataFrame], ...] = ()
     sample: Callable[..., pl.DataFrame] | None = None

@@ -35,8 +35,10 @@ from typing import Any
 import polars as pl
 import polars_hash  # noqa: F401  (registers the .nchash namespace)
 
+from pipeline.config import DedupConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.clusters import components, with_cluster_ids
+from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.licenses import RANK, license_class
 from pipeline.core.schema import LEDGER_SCHEMA
 from pipeline.dedup import label_conflicts
@@ -96,6 +98,21 @@ def member_columns(
         pl.when(pl.col("cluster_id") != pl.col("record_id")).then("cluster_id").alias("cluster_id"),
         pl.col("text").str.len_chars().alias("_text_length"),
     )
+
+
+def doc_ids(record_ids: pl.Series) -> pl.Series:
+    """The document number of each record id: the uint64 of its first 16 hex digits, so that
+    documents sort as their record ids do (ingest's ids are 32-digit hex digests); an id of
+    another form (made by hand, as in tests) is numbered by its xxh3 digest instead."""
+    hexed = record_ids.str.len_bytes().eq(32) & record_ids.str.contains("^[0-9a-f]+$")
+    if not hexed.all():
+        record_ids = record_ids.zip_with(hexed, xxh3_128_hex(record_ids))
+    return record_ids.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64).alias("doc")
+
+
+def doc_of_record() -> pl.Expr:
+    """`doc_ids` of a lazy frame's record ids."""
+    return pl.col("record_id").map_batches(doc_ids, pl.UInt64, is_elementwise=True).alias("doc")
 
 
 def _license_ranks(pairs: pl.Series, ctx: RunContext) -> pl.Series:
@@ -197,6 +214,54 @@ def resolve(
         .select("_i", "cluster_id")
     )
     return Resolution(dropped, cluster_ids, clusters, names)
+
+
+def decide_components(
+    members: pl.DataFrame,
+    records: pl.LazyFrame,
+    *,
+    drops: Drops,
+    cfg: DedupConfig,
+    ctx: RunContext,
+    similarity: float | None,
+) -> Decided:
+    """A method's decisions for whole components (pipeline/stage.py's Components):
+    `members` (member_columns with `node`, `_component` and `_part`) holds every member of
+    each. One record of each is kept and the others dropped, each pointing at it with
+    `similarity`; when that is None, the part holding each dropped record measures it, and
+    `requests` ask the kept record's part for what it needs (`doc`, `_for_part`)."""
+    if members["node"].is_duplicated().any():
+        shared = members.filter(pl.col("node").is_duplicated())["record_id"].head(2).to_list()
+        raise ValueError(
+            f"record ids {shared} share their first 64 bits: {drops.method} dedup cannot tell "
+            "them apart"
+        )
+    members = numbered(members, ctx)
+    centre = members.select(pl.col("node").alias("_component"), pl.col("_i").alias("right"))
+    pairs = members.join(centre, on="_component").select(pl.col("_i").alias("left"), "right")
+    pairs = pairs.filter(pl.col("left") != pl.col("right"))
+    resolution = resolve(members, pairs, pairs.clear(), cfg.keep)
+    decided = decide(
+        members.drop("node", "_component", "_part"),
+        resolution,
+        records,
+        drops=drops,
+        similarity=lambda asked: pl.Series([similarity] * asked.height, dtype=pl.Float64),
+        ctx=ctx,
+        stats={},
+        labels=cfg.label_conflicts,
+    )
+    where = members.select("record_id", "node", pl.col("_part").alias("_to_part"))
+    decided.decisions = decided.decisions.join(where.drop("node"), on="record_id", how="left")
+    if similarity is None:
+        kept = where.rename({"record_id": "_duplicate_of", "node": "doc", "_to_part": "_kept"})
+        decided.requests = (
+            decided.decisions.filter(pl.col("_duplicate_of").is_not_null())
+            .join(kept, on="_duplicate_of")
+            .select("doc", pl.col("_to_part").alias("_for_part"), pl.col("_kept").alias("_to_part"))
+            .unique()
+        )
+    return decided
 
 
 def _keep_order(rules: list[str]) -> dict:

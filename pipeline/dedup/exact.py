@@ -6,10 +6,12 @@ the parent version first, then the rules of `dedup.keep`) and drops the others w
 carry different labels is settled by pipeline/dedup/label_conflicts.py (`dedup.label_conflicts`).
 
 It runs by key (pipeline/stage.py's ByKey), the key being the content hash: each part lists
-what the keep rule needs of its records, each key partition keeps the rows of the texts it
-holds more than once (every copy of a text is in one partition), the clusters are resolved
-from those rows alone (ids, groups, timestamps, licenses, labels: never a text), and each part
-drops its copies and renames its clusters by the decisions.
+its records' documents (duplicates.doc_ids) by content hash, each key partition keeps those of
+the texts it holds more than once (every copy of a text is in one partition) and links each
+copy to the first; the clusters are then decided by component (pipeline/stage.py's
+Components) from what the keep rule needs of their members (ids, groups, timestamps,
+licenses, labels: never a text), and each part drops its copies and renames its clusters by
+the decisions.
 """
 
 from __future__ import annotations
@@ -19,48 +21,43 @@ import polars as pl
 from pipeline.config import DedupConfig
 from pipeline.core import reasons
 from pipeline.dedup import duplicates, label_conflicts
-from pipeline.stage import ByKey, Decided, RunContext, StageResult
+from pipeline.stage import ByKey, Components, Decided, RunContext, StageResult
 
 STAGE = "exact_dedup"
 DROPS = duplicates.Drops(STAGE, reasons.EXACT_DUPLICATE, "exact")
 
 
 def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
-    """What the keep rule needs of each record of a part, keyed by its content hash."""
-    keys = duplicates.member_columns(
-        frame if cfg.exact else frame.limit(0), ctx, extra=(pl.col("content_hash").alias("_key"),)
-    )
-    return keys.collect()
+    """Each record of a part by its content hash."""
+    part = frame if cfg.exact else frame.limit(0)
+    return part.select(pl.col("content_hash").alias("_key"), duplicates.doc_of_record()).collect()
 
 
 def _repeated(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
-    """The rows of the texts one key partition holds more than once."""
+    """The records of the texts one key partition holds more than once."""
     return keys.filter(pl.len().over("_key") > 1).collect()
 
 
+def _edges(repeated: pl.LazyFrame, cfg: DedupConfig) -> tuple[pl.DataFrame, dict]:
+    """Each copy of a text linked to its first."""
+    edges = repeated.select(
+        pl.col("doc").alias("node"), pl.col("doc").min().over("_key").alias("neighbor")
+    ).filter(pl.col("node") != pl.col("neighbor"))
+    return edges.collect(), {}
+
+
+def _members(part: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
+    """What the keep rule needs of each record of a part, by its document."""
+    part = (part if cfg.exact else part.limit(0)).with_columns(duplicates.doc_of_record())
+    return duplicates.member_columns(part, ctx, extra=(pl.col("doc").alias("node"),)).collect()
+
+
 def _decide(
-    repeated: pl.LazyFrame, records: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
+    members: pl.DataFrame, records: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
 ) -> Decided:
     """Resolve every text's copies: the one kept, the others dropped pointing at it."""
-    if not cfg.exact:
-        return Decided(pl.DataFrame(schema=duplicates.DECISION_SCHEMA), {"dropped": 0})
-    members = duplicates.numbered(repeated.collect(), ctx)
-    pairs = members.select(
-        pl.col("_i").alias("left"),
-        pl.col("_i").min().over("_key").alias("right"),
-        pl.lit(1.0).alias("similarity"),
-    ).filter(pl.col("left") != pl.col("right"))
-    empty = duplicates.pairs_frame([], [], [])
-    resolution = duplicates.resolve(members, pairs, empty, cfg.keep)
-    return duplicates.decide(
-        members.drop("_key"),
-        resolution,
-        records,
-        drops=DROPS,
-        similarity=lambda pairs: pl.Series([1.0] * pairs.height, dtype=pl.Float64),
-        ctx=ctx,
-        stats={},
-        labels=cfg.label_conflicts,
+    return duplicates.decide_components(
+        members, records, drops=DROPS, cfg=cfg, ctx=ctx, similarity=1.0
     )
 
 
@@ -75,5 +72,11 @@ def _apply(
     return StageResult(frame=kept, events=events, stats=stats)
 
 
-# what the keep rule needs per part, repeated texts per key partition, clusters resolved, drops
-exact_dedup = ByKey(keys=_keys, reduce=_repeated, decide=_decide, apply=_apply)
+# content hashes per part, repeated texts per key partition, clusters resolved, drops
+exact_dedup = ByKey(
+    keys=_keys,
+    reduce=_repeated,
+    decide=None,
+    apply=_apply,
+    components=Components(edges=_edges, members=_members, decide=_decide),
+)

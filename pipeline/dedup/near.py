@@ -39,7 +39,6 @@ import polars as pl
 
 from pipeline.config import DedupConfig, MinHashConfig
 from pipeline.core import clusters, reasons
-from pipeline.core.identity import xxh3_128_hex
 from pipeline.dedup import duplicates, label_conflicts
 from pipeline.stage import (
     ByKey,
@@ -57,21 +56,6 @@ DROPS = duplicates.Drops(STAGE, reasons.NEAR_DUPLICATE, "minhash")
 PAIR_CHUNK = 50_000  # pairs measured at once
 KEY_SCHEMA = {"_key": pl.UInt64, "band": pl.UInt16, "doc": pl.UInt64}
 PAIR_SCHEMA = {"left": pl.UInt64, "right": pl.UInt64, "similarity": pl.Float64}
-
-
-def doc_ids(record_ids: pl.Series) -> pl.Series:
-    """The document number of each record id: the uint64 of its first 16 hex digits, so that
-    documents sort as their record ids do (ingest's ids are 32-digit hex digests); an id of
-    another form (made by hand, as in tests) is numbered by its xxh3 digest instead."""
-    hexed = record_ids.str.len_bytes().eq(32) & record_ids.str.contains("^[0-9a-f]+$")
-    if not hexed.all():
-        record_ids = record_ids.zip_with(hexed, xxh3_128_hex(record_ids))
-    return record_ids.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64).alias("doc")
-
-
-def _doc_of_record() -> pl.Expr:
-    """`doc_ids` of a lazy frame's record ids."""
-    return pl.col("record_id").map_batches(doc_ids, pl.UInt64, is_elementwise=True).alias("doc")
 
 
 def _bands(settings: MinHashConfig) -> tuple[int, int]:
@@ -92,7 +76,7 @@ def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFram
         shingles = minhash.shingle_hashes(batch["text"], settings.ngram, settings.char_ngram)
         signature = minhash.signatures(shingles, batch.height, settings.num_perm, settings.seed)
         present = minhash.has_shingles(shingles, batch.height)
-        docs = doc_ids(batch["record_id"]).to_numpy()[present]
+        docs = duplicates.doc_ids(batch["record_id"]).to_numpy()[present]
         keys = minhash.band_keys(signature[present], bands, rows)
         found.append(
             pl.DataFrame(
@@ -180,7 +164,7 @@ def _part_sketches(part: pl.LazyFrame, docs: pl.Series, settings: MinHashConfig)
     if docs.is_empty():
         return pl.DataFrame(schema={"doc": pl.UInt64, "sketch": _sketch_dtype(settings)})
     records = (
-        part.select(_doc_of_record(), "text")
+        part.select(duplicates.doc_of_record(), "text")
         .filter(pl.col("doc").is_in(docs.unique().implode()))
         .collect()
     )
@@ -278,7 +262,7 @@ def _members_and_pairs(
         records,
         ctx.config.runner.part_rows,
         lambda part: duplicates.member_columns(
-            part.with_columns(_doc_of_record()).filter(paired), ctx, extra=("doc",)
+            part.with_columns(duplicates.doc_of_record()).filter(paired), ctx, extra=("doc",)
         ),
     )
     if members["doc"].n_unique() < members.height:
@@ -354,7 +338,7 @@ def _measure_in_parts(
     parts = -(-records.select(pl.len()).collect().item() // size)
     where = pl.concat(  # a part at a time: the record ids of all records are never held
         records.slice(j * size, size)
-        .select(_doc_of_record())
+        .select(duplicates.doc_of_record())
         .filter(pl.col("doc").is_in(wanted))
         .with_columns(pl.lit(j, pl.UInt32).alias("part"))
         .collect()
@@ -406,48 +390,19 @@ def _members(part: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFr
     """What the keep rule needs of each record of a part, by its document."""
     if cfg.minhash is None:
         part = part.limit(0)
-    node = _doc_of_record().alias("node")
+    node = duplicates.doc_of_record().alias("node")
     return duplicates.member_columns(part.with_columns(node), ctx, extra=("node",)).collect()
 
 
 def _decide_components(
     members: pl.DataFrame, records: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext
 ) -> Decided:
-    """Keep one record of each whole component among `members` and drop the others: their
-    similarity to the kept record is measured by the part that holds each (`_apply`), against
-    the kept record's sketch, which `requests` ask of the part holding it."""
-    if members["node"].is_duplicated().any():
-        shared = members.filter(pl.col("node").is_duplicated())["record_id"].head(2).to_list()
-        raise ValueError(
-            f"record ids {shared} share their first 64 bits: near dedup cannot tell them apart"
-        )
-    members = duplicates.numbered(members, ctx)
-    centre = members.select(pl.col("node").alias("_component"), pl.col("_i").alias("right"))
-    pairs = members.join(centre, on="_component").select(pl.col("_i").alias("left"), "right")
-    pairs = pairs.filter(pl.col("left") != pl.col("right"))
-    resolution = duplicates.resolve(members, pairs, pairs.clear(), cfg.keep)
-    decided = duplicates.decide(
-        members.drop("node", "_component", "_part"),
-        resolution,
-        records,
-        drops=DROPS,
-        similarity=lambda asked: pl.Series([None] * asked.height, dtype=pl.Float64),
-        ctx=ctx,
-        stats={},
-        labels=cfg.label_conflicts,
+    """Keep one record of each component and drop the others: each dropped record's
+    similarity to its kept one is measured by the part that holds it (`_apply`), against the
+    kept record's sketch, which the requests ask of the part holding that."""
+    return duplicates.decide_components(
+        members, records, drops=DROPS, cfg=cfg, ctx=ctx, similarity=None
     )
-    where = members.select("record_id", "node", pl.col("_part").alias("_to_part"))
-    decided.decisions = decided.decisions.join(where.drop("node"), on="record_id", how="left")
-    kept = where.rename({"record_id": "_duplicate_of", "node": "doc", "_to_part": "_kept_part"})
-    decided.requests = (
-        decided.decisions.filter(pl.col("_duplicate_of").is_not_null())
-        .join(kept, on="_duplicate_of")
-        .select(
-            "doc", pl.col("_to_part").alias("_for_part"), pl.col("_kept_part").alias("_to_part")
-        )
-        .unique()
-    )
-    return decided
 
 
 def _kept_sketches(
@@ -469,9 +424,9 @@ def _with_similarity(
     their sketches (the kept one's sent by `_kept_sketches`), PAIR_CHUNK records at a time."""
     dropped = decisions.filter(pl.col("_duplicate_of").is_not_null()).select(
         "record_id",
-        _doc_of_record(),
+        duplicates.doc_of_record(),
         pl.col("_duplicate_of")
-        .map_batches(doc_ids, pl.UInt64, is_elementwise=True)
+        .map_batches(duplicates.doc_ids, pl.UInt64, is_elementwise=True)
         .alias("kept_doc"),
     )
     kept = kept.collect().rename({"doc": "kept_doc", "sketch": "kept_sketch"})
