@@ -320,14 +320,19 @@ def _print_summary(summary: dict[str, Any], out: Console) -> None:
 
 
 def _print_steps(steps: dict[str, dict], out: Console) -> None:
-    """One line: the steps' time, the three slowest, and the step with the highest peak RSS
-    (each step of the summary's `steps` has its seconds, peak RSS and records)."""
+    """One line: the steps' time, the three slowest, the step with the highest peak RSS
+    (each step of the summary's `steps` has its seconds, peak RSS and records) and the run's
+    peak disk use (each stage's `disk_mb`: the run's files when it ended)."""
     slowest = sorted(steps.items(), key=lambda item: -item[1]["seconds"])[:3]
     heaviest, peak = max(steps.items(), key=lambda item: item[1]["peak_rss_mb"])
     named = ", ".join(f"{name} {step['seconds']:.1f} s" for name, step in slowest)
+    disk = ""
+    if on_disk := {name: step["disk_mb"] for name, step in steps.items() if "disk_mb" in step}:
+        fullest = max(on_disk, key=on_disk.get)
+        disk = f"; peak disk {on_disk[fullest]:,.0f} MB (after {fullest})"
     out.print(
         f"time: {sum(step['seconds'] for step in steps.values()):.1f} s in {len(steps)} steps; "
-        f"slowest {named}; peak memory {peak['peak_rss_mb']:,.0f} MB ({heaviest})"
+        f"slowest {named}; peak memory {peak['peak_rss_mb']:,.0f} MB ({heaviest}){disk}"
     )
 
 

@@ -45,10 +45,11 @@ from flows.report import (
 from flows.run_plan import OWNER_FILE, RunPlan, plan_run
 from flows.runner import strategies, workers
 from flows.runner.strategies import StageDone
-from pipeline.config import load_run_config
+from pipeline.config import RunConfig, load_run_config
 from pipeline.core import ledger, progress, storage
 from pipeline.core.errors import ConfigError, ThresherError
 from pipeline.core.resources import measured
+from pipeline.ingest.source_files import source_files
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED
 from pipeline.registry import RECORD_STAGES, STAGES
 from pipeline.text.secrets import masked_text
@@ -122,6 +123,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         return previous | {"unchanged_since": previous["run_id"]}
     if cfg.gates.enabled:  # Great Expectations takes ~2 s to import: while the run starts
         threading.Thread(target=importlib.import_module, args=("great_expectations",)).start()
+    _check_space(cfg)
     started = now()  # before plan_run reads the review decisions this run will apply
     sweep_interrupted_runs(cfg, catalog)
     plan = plan_run(cfg, catalog, started)
@@ -150,6 +152,8 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
                     note.append(_step_note(result))
             saved = result.to_json() if isinstance(result, StageDone) else result
             resume_steps.save(plan, name, saved)
+            if isinstance(result, StageDone):  # before its spent files go: its peak
+                steps[name]["disk_mb"] = _disk_mb(plan)
             return result
 
         def gate_beside(gate: str, folder: str) -> Callable[[], dict]:
@@ -180,8 +184,10 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         for name in RECORD_STAGES:
             run_stage = stage_task.with_options(name=name, task_run_name=name)
             run = functools.partial(run_stage, plan, name, last.path)
-            last = stages[name] = step(name, run, last.records_out)
+            read, last = last, step(name, run, last.records_out)
+            stages[name] = last
             gates += [wait() for wait in waiting]  # the gate that ran beside this stage
+            _remove_spent(plan, name, read, last)
             gate = STAGES[name].gate_after
             waiting = [gate_beside(gate, last.path)] if gate else []
         reusable.clear()
@@ -190,6 +196,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         with shown_step("publish", total) as note, measured() as steps["publish"]:
             staged = publish_task(plan, last.path, stats)
             note.append(f"{sum(staged['split_counts'].values()):,} records in the version")
+        steps["publish"]["disk_mb"] = _disk_mb(plan)
         gate = STAGES["publish"].gate_after
         with shown_step(f"{gate} gate") as note, measured() as steps[f"{gate} gate"]:
             gates.append(gate_task(plan, gate, staged["path"]))
@@ -287,6 +294,42 @@ def _with_records(
         steps[name] |= stage.parts
     steps["publish"] |= staged.get("parts", {})
     return steps
+
+
+def _check_space(cfg: RunConfig) -> None:
+    """Stop before anything runs when the disk a run's intermediate files go to (its work
+    folder, or a local runner.scratch) has too little free space for its sources' size."""
+    scratch = storage.location(cfg.runner.scratch or cfg.workdir)
+    if not storage.is_local(scratch):
+        return  # object storage: no free space to read
+    try:
+        listed = [path for source in cfg.source_list for path, _ in source_files(source)]
+        size = sum(path.stat().st_size for path in listed)
+    except (OSError, ThresherError):  # ingest says what is wrong with a source, in a run
+        return
+    work_folder.check_space(Path(scratch), size)
+
+
+def _disk_mb(plan: RunPlan) -> float:
+    """What the run has on the local disk now: its run folder, its scratch when that is
+    another local folder, and its staged shards (MB)."""
+    folders = [plan.run_dir, publishing.staging_dir(plan)]
+    if plan.scratch_is_local and not plan.scratch_in_run_dir:
+        folders.append(plan.scratch_root)
+    local = [Path(folder) for folder in folders if storage.is_local(folder)]
+    return round(sum(work_folder.used_bytes(folder) for folder in local) / 1e6, 1)
+
+
+def _remove_spent(plan: RunPlan, name: str, read: StageDone, wrote: StageDone) -> None:
+    """Remove what no later step reads once stage `name` and the gate beside it are done:
+    its own intermediate files (keys, exchanges, decisions: a retried task of it is the only
+    reader) and the records it read (the stage before's output; a stage its config turns off
+    passes its input on, which stays). A resumed run needs only the output of the last stage
+    that finished, which stays until the next one has."""
+    for folder in plan.stage_dir(name).parent.glob(f"{name}-*"):
+        storage.remove_tree(folder)
+    if read.path != wrote.path:
+        storage.remove_tree(storage.location(read.path))
 
 
 def _cleanup(plan: RunPlan, failed: bool = False) -> None:

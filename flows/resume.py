@@ -3,9 +3,10 @@ and catalog state reuses the steps that finished, with their records, events and
 
 Each step that finishes (ingest, a stage, a gate) writes `steps/<step>.json` in its run
 folder: its result (paths inside the run folder, stats, how its parts ran). A run that ends
-without a version keeps its stage outputs and ledger parts beside those markers, except
-ingest's records (unscreened text: they may hold secrets), so that ingest is redone unless
-governance finished. The next run of the same dataset name takes them over when it reads
+without a version keeps its ledger parts beside those markers and the output of the last
+stage that finished (each earlier one is removed once the stage after it and its gate are
+done), except ingest's records (unscreened text: they may hold secrets), so that ingest is
+redone unless governance finished. The stage that failed is redone whole. The next run of the same dataset name takes them over when it reads
 what that run read, as its `resume.json` records it: flows/unchanged.fingerprint, the one
 statement of what a run depends on (the config, the code and packages, every source file's
 content, the parent version, the deletion requests, the review decisions, the test lock,
@@ -58,13 +59,18 @@ def finished(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def keep_for_resume(run_dir: Path) -> None:
-    """A run ended without a version: keep what the next run may reuse; never the ingested
-    records (unscreened text), nor a run folder with no finished step."""
+    """A run ended without a version: keep what the next run may reuse (the output of the
+    last stage that finished: flows/curate.py removed the others' once spent); never the
+    ingested records (unscreened text), nor the intermediate files of the stage that failed
+    (keys, exchanges, decisions: the next run redoes that stage whole), nor a run folder with
+    no finished step."""
     steps = finished(run_dir)
     if not steps or not (run_dir / KEY_FILE).exists():
         discard(run_dir)
         return
     shutil.rmtree(run_dir / "stages" / "ingest", ignore_errors=True)
+    for spent in (run_dir / "stages").glob("*-*"):  # the failed stage's: it is redone whole
+        shutil.rmtree(spent, ignore_errors=True)
     if "govern" not in steps:  # governance must read the ingested records again
         (run_dir / STEPS / "ingest.json").unlink(missing_ok=True)
 

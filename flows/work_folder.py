@@ -18,6 +18,9 @@ FULL = {errno.ENOSPC, errno.EDQUOT}
 READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
 IN_THE_WAY = {errno.EEXIST, errno.ENOTDIR}
 SETTING = "workdir in the run config"
+# A run's files in its run folder and scratch at their peak, over its sources' bytes on disk
+# (bench/README.md, "Disk"): what the free-space check asks for before a run starts.
+PEAK_DISK_PER_SOURCE_BYTE = 6
 
 
 def check(workdir: Path, setting: str = SETTING) -> None:
@@ -142,13 +145,56 @@ def _inside(filename: str | None, workdir: Path) -> bool:
 
 
 def _free(path: Path | None) -> str | None:
+    free = _free_bytes(path)
+    return None if free is None else size_text(free)
+
+
+def _free_bytes(path: Path | None) -> int | None:
+    """The free bytes of the device holding `path` (or the nearest folder above it)."""
     for folder in (path, *path.parents) if path is not None else ():
         try:
-            free = shutil.disk_usage(folder).free
+            return shutil.disk_usage(folder).free
         except OSError:
             continue
-        for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-            if free >= size:
-                return f"{free / size:,.1f} {unit}"
-        return f"{free} bytes"
     return None
+
+
+def size_text(size: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size:.0f} bytes"
+
+
+def check_space(folder: Path, sources_bytes: int) -> None:
+    """Raise a ConfigError when the device holding `folder` (where a run writes its
+    intermediate files) has less free space than a run of `sources_bytes` of sources needs at
+    its peak, as measured (PEAK_DISK_PER_SOURCE_BYTE)."""
+    needed = PEAK_DISK_PER_SOURCE_BYTE * sources_bytes
+    free = _free_bytes(folder)
+    if free is not None and free < needed:
+        raise ConfigError(
+            f"not enough free disk for this run in {folder}: its intermediate files take about "
+            f"{size_text(needed)} at their peak ({PEAK_DISK_PER_SOURCE_BYTE}× its sources' "
+            f"{size_text(sources_bytes)}) and {size_text(free)} is free there; free some space, "
+            "or point runner.scratch at a larger disk or at object storage (README: Scale out), "
+            "and run again"
+        )
+
+
+def used_bytes(folder: Path) -> int:
+    """The bytes of every file under a local folder (0 when it is missing)."""
+    total = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                total += used_bytes(Path(entry.path))
+            else:
+                total += entry.stat(follow_symlinks=False).st_size
+        except OSError:  # removed while counted
+            continue
+    return total

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -79,6 +80,33 @@ def assert_steps_account_for_the_run(summary: dict, stderr: str) -> None:
     slowest = max(steps, key=lambda name: steps[name]["seconds"])
     (line,) = [line for line in stderr.splitlines() if line.startswith("time: ")]
     assert f"in {len(steps)} steps; slowest {slowest} " in line and "peak memory" in line
+    # the run's files on disk when each stage ended (its intermediate files not yet removed)
+    disk = {name: steps[name]["disk_mb"] for name in stages}
+    assert all(size > 0 for size in disk.values())
+    fullest = max(disk, key=disk.get)
+    assert line.endswith(f"; peak disk {disk[fullest]:,.0f} MB (after {fullest})")
+
+
+def test_a_run_stops_before_it_starts_when_the_disk_is_too_small(sms_project, monkeypatch):
+    from flows import work_folder
+
+    monkeypatch.setattr(work_folder, "_free_bytes", lambda path: 1000)
+    result = thresher("run", "--config", sms_project)
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    workdir = sms_project.parent / "work"
+    assert f"not enough free disk for this run in {workdir}: its intermediate files" in message
+    needed, factor, sources = re.search(
+        r"take about ([\d.]+) kB at their peak \((\d+)× its sources' ([\d.]+) kB\) and "
+        r"1.0 kB is free there; .* point runner.scratch at a larger disk",
+        message,
+    ).groups()
+    assert int(factor) == work_folder.PEAK_DISK_PER_SOURCE_BYTE
+    assert float(needed) == pytest.approx(int(factor) * float(sources), abs=int(factor) * 0.05)
+    assert float(sources) > 100  # the SMS rows and the changelog entries, on disk
+    assert Catalog.open(workdir).runs("test-set") == []  # nothing ran
+    monkeypatch.setattr(work_folder, "_free_bytes", lambda path: 10**9)
+    assert thresher("run", "--config", sms_project).exit_code == 0
 
 
 def test_same_inputs_in_two_folders_give_the_same_dataset_hash(tmp_path, sms_spam):

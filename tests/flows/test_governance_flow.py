@@ -352,7 +352,7 @@ def test_forget_rerun_affected_withdraw_and_purge(tmp_path, sms_spam):
 
 
 def test_a_run_that_fails_midway_keeps_no_unscreened_records(tmp_path, sms_spam, monkeypatch):
-    """It keeps the governed stages' outputs for the next run to resume from
+    """It keeps the last finished stage's output for the next run to resume from
     (tests/flows/test_resume.py), never the ingested records, which may hold secrets: none of
     the planted secrets is in clear in what the failed run left, its report or the logs."""
 
@@ -368,7 +368,7 @@ def test_a_run_that_fails_midway_keeps_no_unscreened_records(tmp_path, sms_spam,
     (run_dir,) = (tmp_path / "work" / "runs").iterdir()
     assert (run_dir / "ledger.parquet").exists()  # kept for diagnosis: ids and reasons only
     assert not (run_dir / "stages" / "ingest").exists()
-    assert (run_dir / "stages" / "govern").is_dir()
+    assert (run_dir / "stages" / "boilerplate").is_dir()  # the last stage's output before split
     everywhere = "\n".join([searchable_text(tmp_path / "work"), asyncio.run(prefect_logs())])
     assert "split broke" in everywhere  # the search sees the failed run's report and logs
     assert leaked(secrets, everywhere) == set()
