@@ -256,12 +256,11 @@ class ByKey:
     def _by_components(
         self, frame: pl.LazyFrame, found: pl.DataFrame, cfg: Any, ctx: RunContext
     ) -> tuple[Decided, tuple[pl.LazyFrame, ...]]:
-        """The decisions by component on every record at once (union-find over every edge),
-        and what `evidence` sends back for the apply step."""
+        """The decisions by component on every record at once (one partition), and what
+        `evidence` sends back for the apply step."""
         spec = self.components
         edges, edge_stats = spec.edges(found.lazy(), cfg)
-        nodes, labels = clusters.components(edges["node"].to_numpy(), edges["neighbor"].to_numpy())
-        labelled = pl.DataFrame({"node": nodes, "_component": labels}, schema=clusters.LABELS)
+        labelled, _ = clusters.star_rounds(edges, lambda node: pl.lit(0), 1)
         members = spec.members(frame, cfg, ctx).with_columns(pl.lit(0, pl.UInt32).alias("_part"))
         decided = spec.decide(members.join(labelled, on="node"), frame, cfg, ctx)
         decided.stats = add_counts([edge_stats, decided.stats]) | spec.stats(cfg)

@@ -325,24 +325,9 @@ def run_in_parts(
 
 
 def star_rounds(edges: pl.DataFrame, partitions: int) -> tuple[pl.DataFrame, int]:
-    """Components as the runner finds them: large-star and small-star rounds, each step on
-    one node partition's edges at a time. The labels of every node in an edge (node,
-    _component), and the rounds it took."""
-
-    def by_partition(rows: pl.DataFrame) -> list[pl.DataFrame]:
-        partition = key_partition(pl.col("node"), partitions, pl.UInt64)
-        return [rows.filter(partition == k) for k in range(partitions)]
-
-    current, rounds = clusters.both_ways(edges), 0
-    while True:
-        rounds += 1
-        large = [clusters.large_star(rows) for rows in by_partition(current)]
-        small = [clusters.small_star(rows) for rows in by_partition(pl.concat(e for e, _ in large))]
-        current = clusters.both_ways(pl.concat(e for e, _ in small))
-        if not any(changed for _, changed in large + small):
-            break
-    labels = pl.concat(clusters.star_labels(rows) for rows in by_partition(current))
-    return labels, rounds
+    """Components as the runner finds them (node partitions as its steps send them)."""
+    partition = lambda node: key_partition(node, partitions, pl.UInt64)  # noqa: E731
+    return clusters.star_rounds(edges, partition, partitions)
 
 
 def _by_components(spec, pieces, found_by_part, cfg, ctx):

@@ -257,11 +257,11 @@ def _by_components(
     while True:
         if step >= 2 * MAX_ROUNDS:
             raise RuntimeError(f"{steps.name}: components did not converge in {MAX_ROUNDS} rounds")
-        round_ = [
-            task
-            for half in (step, step + 1)
-            for task in steps.map("star", each_partition, {"step": half} | on_partitions, plan=slim)
-        ]
+        round_ = []
+        for half in (step, step + 1):  # each step's edges are read by the next one only
+            fixed = {"step": half} | on_partitions
+            round_ += steps.map("star", each_partition, fixed, plan=slim)
+            storage.remove_tree(slim.stage_dir(f"{steps.name}-cc") / f"{half:03d}")
         starred, step = starred + round_, step + 2
         if not any(task.changed for task in round_):
             break
@@ -277,7 +277,7 @@ def _by_components(
     review = None
     if items:
         review = slim.stage_dir(f"{steps.name}-review-items") / "all.parquet"
-        pl.concat(items).write_parquet(str(review))
+        pl.concat(items).sort("record_id").write_parquet(str(review))  # not by partition
     peak = _peak(edged + members + starred + labelled + resolved + answered)
     decided = Decisions(
         decisions=resolved[0].decisions,

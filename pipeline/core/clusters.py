@@ -3,6 +3,8 @@ edges at once), and the cluster id a record has before any dedup stage clusters 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 
@@ -99,3 +101,25 @@ def star_labels(edges: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("neighbor").min())
         .select("node", pl.min_horizontal("node", "neighbor").alias("_component"))
     )
+
+
+def star_rounds(
+    edges: pl.DataFrame, partition: Callable[[pl.Expr], pl.Expr], partitions: int
+) -> tuple[pl.DataFrame, int]:
+    """Components as the runner finds them, in this process: large-star and small-star
+    rounds, each step on one node partition's edges at a time (`partition(node)` names it).
+    The label of every node in an edge (LABELS), and the rounds it took."""
+
+    def by_partition(rows: pl.DataFrame) -> list[pl.DataFrame]:
+        return [rows.filter(partition(pl.col("node")) == k) for k in range(partitions)]
+
+    current, rounds = both_ways(edges), 0
+    while True:
+        rounds += 1
+        large = [large_star(rows) for rows in by_partition(current)]
+        small = [small_star(rows) for rows in by_partition(pl.concat(e for e, _ in large))]
+        current = both_ways(pl.concat(e for e, _ in small))
+        if not any(changed for _, changed in large + small):
+            break
+    labels = pl.concat(star_labels(rows) for rows in by_partition(current))
+    return labels, rounds

@@ -6,7 +6,7 @@ the parent version first, then the rules of `dedup.keep`) and drops the others w
 carry different labels is settled by pipeline/dedup/label_conflicts.py (`dedup.label_conflicts`).
 
 It runs by key (pipeline/stage.py's ByKey), the key being the content hash: each part lists
-its records' documents (duplicates.doc_ids) by content hash, each key partition keeps those of
+its records' ids (as 128-bit numbers) by content hash, each key partition keeps those of
 the texts it holds more than once (every copy of a text is in one partition) and links each
 copy to the first; the clusters are then decided by component (pipeline/stage.py's
 Components) from what the keep rule needs of their members (ids, groups, timestamps,
@@ -30,7 +30,7 @@ DROPS = duplicates.Drops(STAGE, reasons.EXACT_DUPLICATE, "exact")
 def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
     """Each record of a part by its content hash."""
     part = frame if cfg.exact else frame.limit(0)
-    return part.select(pl.col("content_hash").alias("_key"), duplicates.doc_of_record()).collect()
+    return part.select(pl.col("content_hash").alias("_key"), duplicates.record_node()).collect()
 
 
 def _repeated(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
@@ -40,16 +40,15 @@ def _repeated(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
 
 def _edges(repeated: pl.LazyFrame, cfg: DedupConfig) -> tuple[pl.DataFrame, dict]:
     """Each copy of a text linked to its first."""
-    edges = repeated.select(
-        pl.col("doc").alias("node"), pl.col("doc").min().over("_key").alias("neighbor")
-    ).filter(pl.col("node") != pl.col("neighbor"))
+    edges = repeated.select("node", pl.col("node").min().over("_key").alias("neighbor"))
+    edges = edges.filter(pl.col("node") != pl.col("neighbor"))
     return edges.collect(), {}
 
 
 def _members(part: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
     """What the keep rule needs of each record of a part, by its document."""
-    part = (part if cfg.exact else part.limit(0)).with_columns(duplicates.doc_of_record())
-    return duplicates.member_columns(part, ctx, extra=(pl.col("doc").alias("node"),)).collect()
+    part = (part if cfg.exact else part.limit(0)).with_columns(duplicates.record_node())
+    return duplicates.member_columns(part, ctx, extra=("node",)).collect()
 
 
 def _decide(

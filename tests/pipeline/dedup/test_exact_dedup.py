@@ -111,3 +111,21 @@ def test_a_record_published_in_the_parent_wins_over_an_earlier_newcomer(tmp_path
     }
     # the kept record takes the cluster's smallest record_id as its cluster id
     assert result.frame.collect()["cluster_id"].to_list() == ["a-new"]
+
+
+def test_ids_that_share_their_first_64_bits_are_told_apart(tmp_path):
+    """Exact dedup's components are over whole 128-bit record ids: two copies whose ids
+    share their first 16 hex digits are still two records, one of them dropped."""
+    _, ctx = context(tmp_path)
+    shared = "0123456789abcdef"
+    rows = [
+        {"record_id": f"{shared}{'0' * 15}1", "content_hash": "h1", "text": "same"},
+        {"record_id": f"{shared}{'0' * 15}2", "content_hash": "h1", "text": "same"},
+        {"record_id": f"{shared}{'0' * 15}3", "content_hash": "h2", "text": "other"},
+    ]
+    result = exact_dedup(records(rows), DedupConfig(), ctx)
+    assert result.frame.collect()["record_id"].to_list() == [
+        rows[0]["record_id"],
+        rows[2]["record_id"],
+    ]
+    assert result.events["record_id"].to_list() == [rows[1]["record_id"]]
