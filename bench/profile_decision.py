@@ -9,6 +9,11 @@ runs with profile_stages' sampler, which keeps the peak RSS of each of its phase
 phase's peak includes what the decision already held), and the decisions are written.
 
     .venv/bin/python bench/profile_decision.py --records 3000000 --stage near_dedup --after exact_dedup
+
+Exact and MinHash dedup decide by connected component since issue 58 (no one global step):
+their decision's tasks are measured by a run's summary (`steps.<stage>`: `decide_peak_rss_mb`,
+`resolve_peak_rss_mb`, `step_seconds`). Here MinHash's one-task decision runs only with
+`dedup.minhash.related_threshold` set, the one case that still decides once (`--related`).
 """
 
 from __future__ import annotations
@@ -73,15 +78,21 @@ def main() -> None:
     parser.add_argument("--stage", default="near_dedup")
     parser.add_argument("--after", default="exact_dedup")
     parser.add_argument("--again", action="store_true", help="rerun the steps before decide")
+    parser.add_argument("--related", type=float, help="dedup.minhash.related_threshold")
     args = parser.parse_args()
     root = OUT / str(args.records)
     cfg = load_run_config(root / "project" / "thresher.yaml")
+    if args.related is not None:
+        minhash = cfg.dedup.minhash.model_copy(update={"related_threshold": args.related})
+        cfg = cfg.model_copy(update={"dedup": cfg.dedup.model_copy(update={"minhash": minhash})})
     ctx = RunContext(
         run_id="profile", run_dir=root / "run", config=cfg, config_hash=config_hash(cfg)
     )
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     by_key = STAGES[args.stage].function
     settings = STAGES[args.stage].settings(cfg)
+    if by_key.by_components(settings):
+        raise SystemExit(f"{args.stage} decides by component here: see this file's docstring")
     records = root / args.after
     folder = root / f"{args.stage}-found"
     started = time.perf_counter()
