@@ -123,9 +123,9 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
         return previous | {"unchanged_since": previous["run_id"]}
     if cfg.gates.enabled:  # Great Expectations takes ~2 s to import: while the run starts
         threading.Thread(target=importlib.import_module, args=("great_expectations",)).start()
-    _check_space(cfg)
     started = now()  # before plan_run reads the review decisions this run will apply
     sweep_interrupted_runs(cfg, catalog)
+    _check_space(cfg)  # after the sweep removed what interrupted runs left
     plan = plan_run(cfg, catalog, started)
     catalog.start_run(plan.run_id, cfg.name, plan.config_hash, started_at=started)
     records_in, committed = None, None
