@@ -186,6 +186,41 @@ class Components:
     stats: Callable[[Any], dict[str, Any]] = lambda cfg: {}
     applies: Callable[[Any], bool] = lambda cfg: True
 
+    def in_process(
+        self, parts: list[pl.LazyFrame], found: list[pl.DataFrame], cfg: Any, ctx: RunContext
+    ) -> tuple[Decided, list[tuple[pl.LazyFrame, ...]]]:
+        """The decisions as the runner makes them, in this process: `parts` (the stage's
+        input cut into parts, a key partition and a node partition each) and what the last
+        step found in each. The decisions (with `_to_part`) and what each part's apply step
+        gets of the evidence."""
+        partitions = len(parts)
+        edges, stats = zip(*(self.edges(rows.lazy(), cfg) for rows in found), strict=True)
+        partition = lambda node: key_partition(node, partitions, pl.UInt64)  # noqa: E731
+        labels, _ = clusters.star_rounds(pl.concat(edges), partition, partitions)
+        members = pl.concat(
+            self.members(part, cfg, ctx).with_columns(pl.lit(number, pl.UInt32).alias("_part"))
+            for number, part in enumerate(parts)
+        ).join(labels, on="node")
+        records = pl.concat(parts)
+        decided = [
+            self.decide(members.filter(partition(pl.col("_component")) == k), records, cfg, ctx)
+            for k in range(partitions)
+        ]
+        items = [d.review_items for d in decided if d.review_items is not None]
+        merged = Decided(
+            pl.concat(d.decisions for d in decided),
+            add_counts([*stats, *(d.stats for d in decided)]) | self.stats(cfg),
+            review_items=pl.concat(items).sort("record_id") if items else None,
+            requests=None if self.evidence is None else pl.concat(d.requests for d in decided),
+        )
+        if self.evidence is None:
+            return merged, [()] * partitions
+        answers = pl.concat(
+            self.evidence(part, sent_to(merged.requests.lazy(), number), cfg, ctx)
+            for number, part in enumerate(parts)
+        )
+        return merged, [(sent_to(answers.lazy(), number),) for number in range(partitions)]
+
 
 @dataclass(frozen=True)
 class ByKey:
@@ -242,8 +277,9 @@ class ByKey:
         for exchange in self.exchanges:
             found = exchange(frame, sent_to(found.lazy(), 0), cfg, ctx)
         if self.by_components(cfg):
-            decided, evidence = self._by_components(frame, found, cfg, ctx)
-            result = self.apply(frame, decided.decisions.lazy(), cfg, ctx, *evidence)
+            decided, (evidence,) = self.components.in_process([frame], [found], cfg, ctx)
+            decisions = sent_to(decided.decisions.lazy(), 0)
+            result = self.apply(frame, decisions, cfg, ctx, *evidence)
         else:
             decided = self.decide(found.lazy(), frame, cfg, ctx, *model)
             result = self.apply(frame, decided.decisions.lazy(), cfg, ctx)
@@ -252,23 +288,6 @@ class ByKey:
         if items:
             result.review_items = pl.concat(items)
         return result
-
-    def _by_components(
-        self, frame: pl.LazyFrame, found: pl.DataFrame, cfg: Any, ctx: RunContext
-    ) -> tuple[Decided, tuple[pl.LazyFrame, ...]]:
-        """The decisions by component on every record at once (one partition), and what
-        `evidence` sends back for the apply step."""
-        spec = self.components
-        edges, edge_stats = spec.edges(found.lazy(), cfg)
-        labelled, _ = clusters.star_rounds(edges, lambda node: pl.lit(0), 1)
-        members = spec.members(frame, cfg, ctx).with_columns(pl.lit(0, pl.UInt32).alias("_part"))
-        decided = spec.decide(members.join(labelled, on="node"), frame, cfg, ctx)
-        decided.stats = add_counts([edge_stats, decided.stats]) | spec.stats(cfg)
-        decided.decisions = sent_to(decided.decisions.lazy(), 0).collect()
-        if spec.evidence is None:
-            return decided, ()
-        requests = sent_to(decided.requests.lazy(), 0)
-        return decided, (sent_to(spec.evidence(frame, requests, cfg, ctx).lazy(), 0),)
 
     @staticmethod
     def merge_stats(decided: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -26,10 +26,8 @@ from pipeline.publish.version import StagedVersion
 from pipeline.split.stage import split
 from pipeline.stage import (
     ByKey,
-    Decided,
     RunContext,
     StageResult,
-    add_counts,
     key_partition,
     sent_to,
 )
@@ -305,7 +303,7 @@ def run_in_parts(
         ]
         found = pl.concat(found_by_part)
     if by_key.by_components(cfg):
-        decided, evidence = _by_components(by_key.components, pieces, found_by_part, cfg, ctx)
+        decided, evidence = by_key.components.in_process(pieces, found_by_part, cfg, ctx)
         results = [
             by_key.apply(
                 piece, sent_to(decided.decisions.lazy(), number), cfg, ctx, *evidence[number]
@@ -328,35 +326,6 @@ def star_rounds(edges: pl.DataFrame, partitions: int) -> tuple[pl.DataFrame, int
     """Components as the runner finds them (node partitions as its steps send them)."""
     partition = lambda node: key_partition(node, partitions, pl.UInt64)  # noqa: E731
     return clusters.star_rounds(edges, partition, partitions)
-
-
-def _by_components(spec, pieces, found_by_part, cfg, ctx):
-    """A by-component ByKey's decisions as the runner makes them (see star_rounds), and
-    what each part's apply step gets of the evidence."""
-    partitions = len(pieces)
-    edges, stats = zip(*(spec.edges(found.lazy(), cfg) for found in found_by_part), strict=True)
-    labels, _ = star_rounds(pl.concat(edges), partitions)
-    members = pl.concat(
-        spec.members(piece, cfg, ctx).with_columns(pl.lit(number, pl.UInt32).alias("_part"))
-        for number, piece in enumerate(pieces)
-    ).join(labels, on="node")
-    component = key_partition(pl.col("_component"), partitions, pl.UInt64)
-    decided = [
-        spec.decide(members.filter(component == k), pl.concat(pieces), cfg, ctx)
-        for k in range(partitions)
-    ]
-    merged = Decided(
-        pl.concat(d.decisions for d in decided),
-        add_counts([*stats, *(d.stats for d in decided)]) | spec.stats(cfg),
-        requests=None if spec.evidence is None else pl.concat(d.requests for d in decided),
-    )
-    if spec.evidence is None:
-        return merged, [()] * partitions
-    answers = pl.concat(
-        spec.evidence(piece, sent_to(merged.requests.lazy(), number), cfg, ctx)
-        for number, piece in enumerate(pieces)
-    )
-    return merged, [(sent_to(answers.lazy(), number),) for number in range(partitions)]
 
 
 def replace_stage(monkeypatch, name: str, function) -> None:

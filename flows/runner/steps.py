@@ -492,19 +492,16 @@ def resolve_task(plan: RunPlan, name: str, input_dir: str, partition: int, parts
     )
     source = f"from-{partition:05d}"
     folder = plan.stage_dir(f"{name}-decisions")
-    rows = decided.decisions
-    _write_sent(rows.drop("_to_part"), rows["_to_part"], parts, folder, source)
+    _write_found(decided.decisions, folder, source, parts)
     if decided.requests is not None:
-        rows = decided.requests
-        folder = plan.stage_dir(f"{name}-requests")
-        _write_sent(rows.drop("_to_part"), rows["_to_part"], parts, folder, source)
+        _write_found(decided.requests, plan.stage_dir(f"{name}-requests"), source, parts)
     review = None
     if decided.review_items is not None and decided.review_items.height:
         review = plan.stage_dir(f"{name}-review-items") / f"{source}.parquet"
         review.parent.mkdir(parents=True, exist_ok=True)
         decided.review_items.write_parquet(str(review))
     return Decisions(
-        decisions=str(plan.stage_dir(f"{name}-decisions")),
+        decisions=str(folder),
         stats=decided.stats,
         review_items=review and str(review),
     )
@@ -524,8 +521,7 @@ def evidence_task(
         stage.settings(plan.config),
         plan.context(False),
     )
-    folder = plan.stage_dir(f"{name}-evidence")
-    _write_sent(rows.drop("_to_part"), rows["_to_part"], parts, folder, f"part-{part:05d}")
+    _write_found(rows, plan.stage_dir(f"{name}-evidence"), f"part-{part:05d}", parts)
     return Ran()
 
 
