@@ -13,7 +13,8 @@ content, the parent version, the deletion requests, the review decisions, the te
 the frozen cutoffs and the protected evaluation sets), compared as `thresher run` compares
 it with the latest version's (a file whose size and modification time are unchanged keeps
 its recorded content hash; any other is hashed). The kept files of any other earlier run of
-that name are deleted then. Every decision depends only on those, so a resumed run
+that name are deleted then. Two runs started together never share one: each first
+claims a kept run by renaming its markers' folder, which only one rename can do. Every decision depends only on those, so a resumed run
 publishes the dataset a fresh run would.
 """
 
@@ -52,8 +53,12 @@ def save(plan: RunPlan, step: str, result: dict[str, Any]) -> None:
 
 def finished(run_dir: Path) -> dict[str, dict[str, Any]]:
     """The finished steps of a run folder, by step name, with paths made absolute again."""
+    return _markers(run_dir / STEPS, run_dir)
+
+
+def _markers(folder: Path, run_dir: Path) -> dict[str, dict[str, Any]]:
     found = {}
-    for marker in sorted((run_dir / STEPS).glob("*.json")):
+    for marker in sorted(folder.glob("*.json")):
         found[marker.stem.replace("-", " ")] = _absolute(json.loads(marker.read_text()), run_dir)
     return found
 
@@ -96,24 +101,42 @@ def adopt(plan: RunPlan, order: list[tuple[str, str | None]]) -> tuple[str | Non
         kept = json.loads((run_dir / KEY_FILE).read_text()) if (run_dir / KEY_FILE).exists() else {}
         if kept.get("name") != plan.config.name:
             continue
+        claimed = _claim(run_dir, plan.run_dir)
+        if claimed is None:  # another run started beside this one took it first
+            continue
         same = inputs is not None and kept.get("inputs") is not None
         if adopted is None and same and not unchanged.differences(kept["inputs"], inputs):
-            steps = _move(run_dir, plan.run_dir, order)
+            steps = _move(run_dir, claimed, plan.run_dir, order)
             adopted = run_dir.name if steps else None
+        shutil.rmtree(claimed, ignore_errors=True)
         discard(run_dir)
     return adopted, steps
 
 
-def _move(old: Path, new: Path, order: list[tuple[str, str | None]]) -> dict[str, dict]:
+def _claim(old: Path, new: Path) -> Path | None:
+    """Take an earlier run's markers for this run alone: two runs that start together may
+    both find it, and only one rename of its markers' folder succeeds."""
+    claimed = old / f"{STEPS}-taken-by-{new.name}"
+    try:
+        (old / STEPS).rename(claimed)
+    except FileNotFoundError:
+        return None
+    return claimed
+
+
+def _move(
+    old: Path, markers: Path, new: Path, order: list[tuple[str, str | None]]
+) -> dict[str, dict]:
     """Move a run's finished steps (marker, records, events, saved gate) into another, in run
-    order, up to the first step not finished or whose events are not all there."""
-    done = finished(old)
+    order, up to the first step not finished or whose events are not all there. `markers`
+    is the old run's claimed markers' folder."""
+    done = _markers(markers, old)
     for folder in (STEPS, "stages", "ledger-parts", "gates"):
         (new / folder).mkdir(exist_ok=True)
     for step, part in order:
         if step not in done:
             break
-        moved = [old / STEPS / _file(step)]
+        moved = [markers / _file(step)]
         if step.endswith(" gate"):
             moved += (old / "gates").glob(f"*-{step.removesuffix(' gate')}.json")
         else:
@@ -125,7 +148,8 @@ def _move(old: Path, new: Path, order: list[tuple[str, str | None]]) -> dict[str
             moved += [*events, old / "stages" / step]
         for path in moved:
             if path.exists():
-                path.rename(new / path.parent.name / path.name)
+                folder = STEPS if path.parent == markers else path.parent.name
+                path.rename(new / folder / path.name)
     taken = finished(new)
     return {step: taken[step] for step, _ in order if step in taken}
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -19,6 +21,7 @@ from helpers import (
     write_project,
 )
 
+from flows import resume
 from pipeline.registry import RECORD_STAGES
 from pipeline.stage import ByKey
 
@@ -72,7 +75,22 @@ def test_the_next_run_resumes_a_failed_run_where_it_stopped(tmp_path, sms_spam, 
     assert not (first / "stages").exists() and not (first / "steps").exists()
     assert {path.name for path in (second / "stages").iterdir()} == {"boilerplate"}
 
+    # a second run started beside this one looks for the same failed run while this one
+    # moves its files: it must find nothing to take or delete
+    move, rivals = resume._move, []
+
+    def move_beside_a_rival(old, markers, new, order):
+        rival = SimpleNamespace(run_dir=runs / "rival", config=SimpleNamespace(name="test-set"))
+        rival.run_dir.mkdir()
+        shutil.copy(new / resume.KEY_FILE, rival.run_dir / resume.KEY_FILE)
+        rivals.append(resume.adopt(rival, order))
+        shutil.rmtree(rival.run_dir)
+        return move(old, markers, new, order)
+
+    monkeypatch.setattr(resume, "_move", move_beside_a_rival)
     result = thresher("run", "--config", config, "--json", "--resume")
+    monkeypatch.undo()
+    assert rivals == [(None, {})]
     assert result.exit_code == 0, result.stderr
     resumed = json.loads(result.stdout)
     assert resumed["resumed_from"] == second.name
