@@ -94,3 +94,36 @@ def test_a_stage_run_in_parts_gives_the_ledger_of_one_part(tmp_path):
     assert one.equals(three)
     assert three["record_id"].to_list() == ["z", *[r for r in "abcdef" for _ in range(2)]]
     assert three["action"].to_list()[1:3] == [reasons.EDITED, reasons.PUBLISHED]
+
+
+def test_a_stage_s_parts_merge_in_record_order_a_slice_at_a_time(tmp_path, monkeypatch):
+    """Three parts of one stage, read 4,096 events of each at a time, and a record with two
+    events across a slice's edge: one ledger in record-id order, each record's own events
+    in the order its stage wrote them."""
+    monkeypatch.setattr(ledger, "MERGE_ROWS", 1)  # the smallest slice: 4,096 a part
+    ids = [f"{number:06d}" for number in range(15_000)]
+    parts = tmp_path / "parts"
+    for part in range(3):
+        mine = ids[part::3]
+        edited = pl.DataFrame({"record_id": mine, "source": "s"})
+        written = ledger.events(edited, stage="x", action=reasons.EDITED, reason=None)
+        written = pl.concat([written, events((mine[4_095], reasons.DROPPED)).collect()])
+        ledger.write_part(written, parts, f"1-x-{part}")
+    ledger.write_part(events(("000000", reasons.PUBLISHED)).collect(), parts, "2-y")
+    merged = pl.read_parquet(ledger.consolidate(parts, tmp_path / "ledger.parquet"))
+    assert merged.height == 15_000 + 3 + 1
+    first_stage = merged.head(15_003)
+    assert first_stage["record_id"].to_list() == sorted(first_stage["record_id"])
+    for part in range(3):
+        edge = ids[part::3][4_095]  # the last of the first slice, its second event after it
+        assert merged.filter(pl.col("record_id") == edge)["action"].to_list()[:2] == [
+            reasons.EDITED, reasons.DROPPED
+        ]  # fmt: skip
+    assert merged.row(-1, named=True)["action"] == reasons.PUBLISHED  # the later stage last
+
+
+def test_a_repeated_fate_that_hides_a_lost_record_is_named_with_the_ids_read_in():
+    log = events(("a", reasons.PUBLISHED), ("a", reasons.DROPPED))  # b, read in, has no fate
+    read_in = ledger.ids_digest(pl.LazyFrame({"record_id": ["a", "b"]}))
+    with pytest.raises(AccountingError, match=r"1 record\(s\) have more than one terminal"):
+        ledger.check_accounting(log, records_in=2, ids_in=read_in)
