@@ -7,6 +7,10 @@ outcome counts are the ledger's terminal events, so they always balance.
 
 from __future__ import annotations
 
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -117,6 +121,9 @@ _DEDUP_EVIDENCE = pl.Struct(
 WITHHELD = "(withheld: a deletion request names this record)"
 
 
+CLUSTER_PART_ROWS = 1_000_000  # records the duplicate clusters' figures hold at once
+
+
 def dedup_clusters(
     ledger: pl.LazyFrame,
     published: pl.LazyFrame,
@@ -125,13 +132,9 @@ def dedup_clusters(
 ) -> dict[str, Any]:
     """Duplicate clusters: every record (published or dropped as a duplicate) with a cluster
     id shared by another; their sizes, drops per method and a few examples (secrets masked;
-    the text of a record that `withheld` matches, one under a deletion request, not shown)."""
-    # millions of drops at scale: the evidence is decoded as it is read, never held, and the
-    # ids are categorical (each id's string held once, 4 bytes a row: 10M spine records' report
-    # held 4 GB with strings)
-    ids = [
-        pl.col(name).cast(pl.Categorical) for name in ("record_id", "duplicate_of", "cluster_id")
-    ]
+    the text of a record that `withheld` matches, one under a deletion request, not shown).
+    The drops and published records go through hash partitions in a scratch folder of at
+    most CLUSTER_PART_ROWS records each (10M records held 2.3 GB in one piece)."""
     dropped = (
         ledger.filter(
             pl.col("stage").is_in(DEDUP_STAGES),
@@ -140,23 +143,37 @@ def dedup_clusters(
         )
         .select("record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE).alias("e"))
         .unnest("e")
-        .with_columns(ids)
-        .collect(engine="streaming")
     )
-    clusters = published.select(ids[0], ids[2]).collect()
-    dropped = _published_cluster(dropped, clusters)
-    # a record is published or dropped, once (one terminal event): no member counts twice
-    members = pl.concat([clusters.select("cluster_id"), dropped.select("cluster_id")])
-    sizes = (
-        members.group_by("cluster_id")
-        .len("size")
-        .filter(pl.col("size") > 1)
-        .sort(
-            "size", pl.col("cluster_id").cast(pl.String), descending=[True, False]
-        )  # by id, not by the categories' order
-    )
-    histogram = sizes.group_by("size").len("clusters").sort("size")
-    chosen = sizes.head(examples)["cluster_id"].to_list()
+    records = pl.concat([dropped.select(pl.len()), published.select(pl.len())])
+    parts = max(1, -(-int(records.collect(engine="streaming")["len"].sum()) // CLUSTER_PART_ROWS))
+    with tempfile.TemporaryDirectory(prefix="thresher-clusters-") as scratch:
+        folder = Path(scratch)
+        drops = _published_cluster(dropped, published, folder, parts)
+        kept = _by_hash(
+            published.select("cluster_id", "record_id"), "cluster_id", parts, folder / "published"
+        )
+        sizes, histogram, largest = [], Counter(), []
+        for part in range(parts):
+            members = pl.concat([kept(part), drops(part).select("cluster_id", "record_id")])
+            found = members.group_by("cluster_id").len("size").filter(pl.col("size") > 1)
+            found = found.collect(engine="streaming")
+            sizes.append((found.height, int(found["size"].sum() or 0)))
+            histogram.update(dict(found.group_by("size").len().iter_rows()))
+            largest.append(
+                found.sort("size", "cluster_id", descending=[True, False]).head(examples)
+            )
+        top = pl.concat(largest).sort("size", "cluster_id", descending=[True, False]).head(examples)
+        chosen = top["cluster_id"].to_list()
+        duplicates = pl.concat(
+            [
+                drops(part).filter(pl.col("cluster_id").is_in(chosen)).collect()
+                for part in range(parts)
+            ]
+        )
+        by_method = pl.concat([drops(part).select("method") for part in range(parts)])
+        dropped_by_method = dict(
+            by_method.group_by("method").len().sort("method").collect().iter_rows()
+        )
     texts = (
         published.filter(pl.col("cluster_id").is_in(chosen))
         .select(
@@ -170,62 +187,100 @@ def dedup_clusters(
         .collect()
     )
     excerpts = dict(
-        zip(
-            texts["record_id"].cast(pl.String),
-            redacted_excerpts(texts["text"].to_list()),
-            strict=True,
-        )
+        zip(texts["record_id"], redacted_excerpts(texts["text"].to_list()), strict=True)
     )  # a withheld record's text is the WITHHELD line, which no secret rule matches
     shown = []
-    for cluster_id in chosen:
-        kept = texts.filter(pl.col("cluster_id") == cluster_id).sort("record_id")
-        duplicates = dropped.filter(pl.col("cluster_id") == cluster_id).sort(
-            pl.col("record_id").cast(pl.String)
-        )
+    for cluster_id, size in top.iter_rows():
+        kept_ids = texts.filter(pl.col("cluster_id") == cluster_id)["record_id"].sort()
         shown.append(
             {
                 "cluster_id": cluster_id,
-                "size": int(sizes.filter(pl.col("cluster_id") == cluster_id)["size"][0]),
+                "size": size,
                 "published": [
-                    {"record_id": rid, "text": excerpts[str(rid)]}
-                    for rid in kept["record_id"].head(2).to_list()
+                    {"record_id": rid, "text": excerpts[rid]} for rid in kept_ids.head(2).to_list()
                 ],
-                "dropped": duplicates.select("record_id", "duplicate_of", "method", "similarity")
+                "dropped": duplicates.filter(pl.col("cluster_id") == cluster_id)
+                .sort("record_id")
+                .select("record_id", "duplicate_of", "method", "similarity")
                 .head(5)
                 .to_dicts(),
             }
         )
     return {
-        "clusters": sizes.height,
-        "records_in_clusters": int(sizes["size"].sum() or 0),
-        "dropped_by_method": dict(dropped.group_by("method").len().sort("method").iter_rows()),
-        "size_histogram": dict(histogram.iter_rows()),
+        "clusters": sum(count for count, _ in sizes),
+        "records_in_clusters": sum(members for _, members in sizes),
+        "dropped_by_method": dropped_by_method,
+        "size_histogram": dict(sorted(histogram.items())),
         "examples": shown,
     }
 
 
-def _published_cluster(dropped: pl.DataFrame, clusters: pl.DataFrame) -> pl.DataFrame:
-    """A dropped duplicate's cluster as published: a later stage may have merged the cluster
-    it was dropped from, so follow `duplicate_of` to the record that was kept."""
-    links = dropped.select("record_id", pl.col("duplicate_of").alias("kept"))
-    onward = dropped.select(pl.col("record_id").alias("kept"), pl.col("duplicate_of").alias("next"))
-    for _ in range(len(DEDUP_STAGES) + 1):  # each stage adds at most one link to a chain
-        step = links.join(onward, on="kept", how="left")
-        if step["next"].null_count() == step.height:
+def _published_cluster(
+    dropped: pl.LazyFrame, published: pl.LazyFrame, folder: Path, parts: int
+) -> Callable[[int], pl.LazyFrame]:
+    """The dropped duplicates by the hash partition of their cluster as published: a later
+    stage may have merged the cluster a record was dropped from, so follow `duplicate_of` to
+    the record that was kept; each join holds one partition of both sides."""
+    by_id = _by_hash(dropped, "record_id", parts, folder / "dropped")
+    links = _by_hash(
+        dropped.select("record_id", pl.col("duplicate_of").alias("kept")), "kept", parts,
+        folder / "links-0",
+    )  # fmt: skip
+    for step in range(1, len(DEDUP_STAGES) + 2):  # each stage adds at most one link to a chain
+        onward = [
+            links(part).join(
+                by_id(part).select(pl.col("record_id").alias("kept"), "duplicate_of"),
+                on="kept",
+                how="left",
+            )
+            for part in range(parts)
+        ]
+        if not any(rows.select(pl.col("duplicate_of").is_not_null().any()).collect().item()
+                   for rows in onward):  # fmt: skip
             break
-        links = step.select("record_id", pl.coalesce("next", "kept").alias("kept"))
-    final = links.join(
-        clusters.rename({"record_id": "kept", "cluster_id": "final"}), on="kept", how="left"
+        followed = [
+            rows.select("record_id", pl.coalesce("duplicate_of", "kept").alias("kept"))
+            for rows in onward
+        ]
+        links = _by_hash(followed, "kept", parts, folder / f"links-{step}")
+    kept = _by_hash(
+        published.select("record_id", "cluster_id"), "record_id", parts, folder / "kept"
     )
-    return (
-        dropped.join(final.select("record_id", "final"), on="record_id", how="left")
-        .with_columns(
-            pl.coalesce("final", "cluster_id").alias(
-                "cluster_id"
-            )  # kept one not published: as logged
-        )
+    final = [
+        links(part)
+        .join(kept(part).rename({"record_id": "kept", "cluster_id": "final"}), on="kept")
+        .select("record_id", "final")
+        for part in range(parts)
+    ]
+    finals = _by_hash(final, "record_id", parts, folder / "final")
+    placed = [
+        by_id(part)
+        .join(finals(part), on="record_id", how="left")
+        # a kept record not published (dropped later for another reason): its cluster as logged
+        .with_columns(pl.coalesce("final", "cluster_id").alias("cluster_id"))
         .drop("final")
-    )
+        for part in range(parts)
+    ]
+    return _by_hash(placed, "cluster_id", parts, folder / "placed")
+
+
+def _by_hash(
+    frames: pl.LazyFrame | list[pl.LazyFrame], key: str, parts: int, folder: Path
+) -> Callable[[int], pl.LazyFrame]:
+    """Write the rows of `frames` into `parts` partitions by the hash of `key`, one frame at
+    a time (polars would run a concatenation's joins together); returns a reader of one."""
+    frames = frames if isinstance(frames, list) else [frames]
+    schema = frames[0].collect_schema()
+    part_of = (pl.col(key).hash() % parts).alias("part")
+    for number, frame in enumerate(frames):
+        target = pl.PartitionBy(folder / f"{number:05d}", key=part_of, include_key=False)
+        frame.sink_parquet(target, mkdir=True)
+
+    def part(number: int) -> pl.LazyFrame:
+        files = sorted(folder.glob(f"*/part={number}/*.parquet"))
+        return pl.scan_parquet(files) if files else pl.LazyFrame(schema=schema)
+
+    return part
 
 
 def redacted_excerpt(text: str | None) -> str:

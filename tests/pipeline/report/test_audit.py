@@ -7,6 +7,7 @@ import json
 import random
 
 import polars as pl
+import pytest
 from credential_factory import secret_sample
 
 from pipeline.core.schema import LEDGER_SCHEMA
@@ -88,11 +89,16 @@ def test_blocked_types_count_terminal_and_edit_evidence_but_no_values():
     }
 
 
-def test_a_cluster_merged_by_a_later_stage_counts_once_with_its_final_id():
-    # c is an exact duplicate of b; b is then a near duplicate of a, which is published
+@pytest.mark.parametrize("part_rows", [1_000_000, 1])  # one partition; one per record
+def test_a_cluster_merged_by_a_later_stage_counts_once_with_its_final_id(part_rows, monkeypatch):
+    monkeypatch.setattr(audit, "CLUSTER_PART_ROWS", part_rows)
+    # c is an exact duplicate of b; b is then a near duplicate of a, which is published; d's
+    # kept record e was dropped later for another reason: d stays in the cluster it logged
     events = ledger(
         ("c", "exact_dedup", "dropped", "exact_duplicate", dedup("b", "exact", "b"), True),
+        ("d", "exact_dedup", "dropped", "exact_duplicate", dedup("e", "exact", "e"), True),
         ("b", "near_dedup", "dropped", "near_duplicate", dedup("a", "minhash", "a"), True),
+        ("e", "contamination", "dropped", "contaminated_eval", None, True),
         ("a", "publish", "published", None, None, True),
         ("x", "publish", "published", None, None, True),
     )
@@ -101,7 +107,7 @@ def test_a_cluster_merged_by_a_later_stage_counts_once_with_its_final_id():
     )
     clusters = audit.dedup_clusters(events, published)
     assert clusters["clusters"] == 1 and clusters["size_histogram"] == {3: 1}
-    assert clusters["dropped_by_method"] == {"exact": 1, "minhash": 1}
+    assert clusters["dropped_by_method"] == {"exact": 2, "minhash": 1}
     [example] = clusters["examples"]
     assert example["published"] == [{"record_id": "a", "text": "kept text"}]
     assert [d["record_id"] for d in example["dropped"]] == ["b", "c"]
