@@ -135,15 +135,11 @@ def dedup_clusters(
     the text of a record that `withheld` matches, one under a deletion request, not shown).
     The drops and published records go through hash partitions in a scratch folder of at
     most CLUSTER_PART_ROWS records each (10M records held 2.3 GB in one piece)."""
-    dropped = (
-        ledger.filter(
-            pl.col("stage").is_in(DEDUP_STAGES),
-            pl.col("terminal"),
-            pl.col("reason").is_in(DUPLICATE_REASONS),
-        )
-        .select("record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE).alias("e"))
-        .unnest("e")
-    )
+    dropped = ledger.filter(
+        pl.col("stage").is_in(DEDUP_STAGES),
+        pl.col("terminal"),
+        pl.col("reason").is_in(DUPLICATE_REASONS),
+    ).select("record_id", "evidence")
     records = pl.concat([dropped.select(pl.len()), published.select(pl.len())])
     parts = max(1, -(-int(records.collect(engine="streaming")["len"].sum()) // CLUSTER_PART_ROWS))
     with tempfile.TemporaryDirectory(prefix="thresher-clusters-") as scratch:
@@ -221,10 +217,17 @@ def _published_cluster(
     """The dropped duplicates by the hash partition of their cluster as published: a later
     stage may have merged the cluster a record was dropped from, so follow `duplicate_of` to
     the record that was kept; each join holds one partition of both sides."""
-    by_id = _by_hash(dropped, "record_id", parts, folder / "dropped")
+    # decoded a partition at a time: decoding while partitioning held twice the memory
+    raw = _by_hash(dropped, "record_id", parts, folder / "evidence")
+    decoded = [
+        raw(part).select("record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE))
+        .unnest("evidence")
+        for part in range(parts)
+    ]  # fmt: skip
+    by_id = _by_hash(decoded, "record_id", parts, folder / "dropped")
     links = _by_hash(
-        dropped.select("record_id", pl.col("duplicate_of").alias("kept")), "kept", parts,
-        folder / "links-0",
+        [by_id(part).select("record_id", kept=pl.col("duplicate_of")) for part in range(parts)],
+        "kept", parts, folder / "links-0",
     )  # fmt: skip
     for step in range(1, len(DEDUP_STAGES) + 2):  # each stage adds at most one link to a chain
         onward = [
