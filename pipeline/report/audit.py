@@ -277,7 +277,9 @@ def _by_hash(
     part_of = (pl.col(key).hash() % parts).alias("part")
     for number, frame in enumerate(frames):
         target = pl.PartitionBy(folder / f"{number:05d}", key=part_of, include_key=False)
-        frame.sink_parquet(target, mkdir=True)
+        # small row groups: a partition sink buffers one per partition (10M: 0.68 GB at
+        # the default, 0.42 at this)
+        frame.sink_parquet(target, mkdir=True, row_group_size=16_384)
 
     def part(number: int) -> pl.LazyFrame:
         files = sorted(folder.glob(f"*/part={number}/*.parquet"))
