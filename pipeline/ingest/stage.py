@@ -9,6 +9,7 @@ repeated id keeps its first occurrence; later ones are dropped as `duplicate_sou
 
 from __future__ import annotations
 
+import tempfile
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ import polars as pl
 import xxhash
 
 from pipeline.config import IngestConfig, SourceDeclaration
-from pipeline.core import ledger, reasons
+from pipeline.core import ledger, reasons, spill
 from pipeline.core.identity import declared_id_key, record_key, xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.core.progress import progress
@@ -44,6 +45,7 @@ INGEST_THREADS = 2
 INTERMEDIATE_PARQUET = {"compression": "uncompressed", "statistics": False}
 REPAIRS = "repairs"  # the subfolder holding each part's encoding repairs, for `finish`
 REPEATS = "repeats"  # the subfolder where `finish` keeps the repeated ids it found
+ID_PARTITION_ROWS = 500_000  # ids `finish` holds at once to find the repeated ones
 _REPAIRS = pl.Schema(
     {
         "record_id": pl.String,
@@ -488,14 +490,15 @@ def _repeated_ids(records: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     A repeat shares its id with the first occurrence; the ledger needs one id per input
     record, so the repeat is identified by position instead, like a record without an id.
     """
-    ids = records.select("record_id", "source", "location").collect()
-    repeats = ids.filter(~pl.col("record_id").is_first_distinct())
+    ids = records.select("record_id", "source", "location").with_row_index("_order")
+    parts = spill.partitions_for(ids.select(pl.len()).collect().item(), ID_PARTITION_ROWS)
+    with tempfile.TemporaryDirectory(prefix="thresher-ids-") as scratch:
+        # a record's id and its repeats share a partition: each holds a few ids of the run
+        partition = spill.by_hash(ids, "record_id", parts, Path(scratch))
+        repeats = pl.concat(_repeats_in(partition(part).collect()) for part in range(parts))
+    repeats = repeats.sort("_order").drop("_order")
     if repeats.height == 0:
         return repeats.select("record_id", "location"), ledger.empty()
-    firsts = ids.filter(pl.col("record_id").is_first_distinct()).select(
-        "record_id", pl.col("location").alias("first_seen_at")
-    )
-    repeats = repeats.join(firsts, on="record_id", how="left", maintain_order="left")
     file_and_line = pl.col("location").str.extract_groups(r"^(?<file>.*):(?<line>[0-9]+)$")
     by_position = record_key(
         pl.col("source"), file_and_line.struct.field("file"), file_and_line.struct.field("line")
@@ -512,6 +515,14 @@ def _repeated_ids(records: pl.LazyFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         evidence=pl.struct("location", "first_seen_at", "first_record_id"),
     )
     return repeats.select("record_id", "location"), events
+
+
+def _repeats_in(ids: pl.DataFrame) -> pl.DataFrame:
+    """The repeats among ids in read order (`_order`), with where each id was first seen."""
+    ids = ids.sort("_order")
+    first = pl.col("record_id").is_first_distinct()
+    firsts = ids.filter(first).select("record_id", pl.col("location").alias("first_seen_at"))
+    return ids.filter(~first).join(firsts, on="record_id", how="left", maintain_order="left")
 
 
 def _write_whole(frame: pl.DataFrame, path: Location) -> None:

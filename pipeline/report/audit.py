@@ -18,7 +18,7 @@ import polars as pl
 
 from pipeline.config import SPLITS
 from pipeline.core import ledger as ledger_events
-from pipeline.core import reasons
+from pipeline.core import reasons, spill
 from pipeline.text.secrets import find_secrets, mask_secrets
 
 # the stages in the order a record meets them (publish last)
@@ -140,12 +140,13 @@ def dedup_clusters(
         pl.col("terminal"),
         pl.col("reason").is_in(DUPLICATE_REASONS),
     ).select("record_id", "evidence")
-    records = pl.concat([dropped.select(pl.len()), published.select(pl.len())])
-    parts = max(1, -(-int(records.collect(engine="streaming")["len"].sum()) // CLUSTER_PART_ROWS))
+    counted = pl.concat([dropped.select(pl.len()), published.select(pl.len())])
+    records = int(counted.collect(engine="streaming")["len"].sum())
+    parts = spill.partitions_for(records, CLUSTER_PART_ROWS)
     with tempfile.TemporaryDirectory(prefix="thresher-clusters-") as scratch:
         folder = Path(scratch)
         drops = _published_cluster(dropped, published, folder, parts)
-        kept = _by_hash(
+        kept = spill.by_hash(
             published.select("cluster_id", "record_id"), "cluster_id", parts, folder / "published"
         )
         sizes, histogram, largest = [], Counter(), []
@@ -218,14 +219,14 @@ def _published_cluster(
     stage may have merged the cluster a record was dropped from, so follow `duplicate_of` to
     the record that was kept; each join holds one partition of both sides."""
     # decoded a partition at a time: decoding while partitioning held twice the memory
-    raw = _by_hash(dropped, "record_id", parts, folder / "evidence")
+    raw = spill.by_hash(dropped, "record_id", parts, folder / "evidence")
     decoded = [
         raw(part).select("record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE))
         .unnest("evidence")
         for part in range(parts)
     ]  # fmt: skip
-    by_id = _by_hash(decoded, "record_id", parts, folder / "dropped")
-    links = _by_hash(
+    by_id = spill.by_hash(decoded, "record_id", parts, folder / "dropped")
+    links = spill.by_hash(
         [by_id(part).select("record_id", kept=pl.col("duplicate_of")) for part in range(parts)],
         "kept", parts, folder / "links-0",
     )  # fmt: skip
@@ -245,8 +246,8 @@ def _published_cluster(
             rows.select("record_id", pl.coalesce("duplicate_of", "kept").alias("kept"))
             for rows in onward
         ]
-        links = _by_hash(followed, "kept", parts, folder / f"links-{step}")
-    kept = _by_hash(
+        links = spill.by_hash(followed, "kept", parts, folder / f"links-{step}")
+    kept = spill.by_hash(
         published.select("record_id", "cluster_id"), "record_id", parts, folder / "kept"
     )
     final = [
@@ -255,7 +256,7 @@ def _published_cluster(
         .select("record_id", "final")
         for part in range(parts)
     ]
-    finals = _by_hash(final, "record_id", parts, folder / "final")
+    finals = spill.by_hash(final, "record_id", parts, folder / "final")
     placed = [
         by_id(part)
         .join(finals(part), on="record_id", how="left")
@@ -264,28 +265,7 @@ def _published_cluster(
         .drop("final")
         for part in range(parts)
     ]
-    return _by_hash(placed, "cluster_id", parts, folder / "placed")
-
-
-def _by_hash(
-    frames: pl.LazyFrame | list[pl.LazyFrame], key: str, parts: int, folder: Path
-) -> Callable[[int], pl.LazyFrame]:
-    """Write the rows of `frames` into `parts` partitions by the hash of `key`, one frame at
-    a time (polars would run a concatenation's joins together); returns a reader of one."""
-    frames = frames if isinstance(frames, list) else [frames]
-    schema = frames[0].collect_schema()
-    part_of = (pl.col(key).hash() % parts).alias("part")
-    for number, frame in enumerate(frames):
-        target = pl.PartitionBy(folder / f"{number:05d}", key=part_of, include_key=False)
-        # small row groups: a partition sink buffers one per partition (10M: 0.68 GB at
-        # the default, 0.42 at this)
-        frame.sink_parquet(target, mkdir=True, row_group_size=16_384)
-
-    def part(number: int) -> pl.LazyFrame:
-        files = sorted(folder.glob(f"*/part={number}/*.parquet"))
-        return pl.scan_parquet(files) if files else pl.LazyFrame(schema=schema)
-
-    return part
+    return spill.by_hash(placed, "cluster_id", parts, folder / "placed")
 
 
 def redacted_excerpt(text: str | None) -> str:

@@ -15,6 +15,7 @@ import pytest
 import xxhash
 from helpers import CHANGELOG_SOURCE, CHANGELOGS, SMS_SOURCE, sms_rows, write_jsonl
 
+import pipeline.ingest.stage as ingest_module
 from pipeline.config import RunConfig, SourceDeclaration, config_hash
 from pipeline.core import reasons
 from pipeline.core.errors import DataError
@@ -257,6 +258,26 @@ def test_repeated_source_id_keeps_the_first_and_names_it(tmp_path):
         "first_seen_at": "a.jsonl:1",
         "first_record_id": xxh(f"sms{SEP}x"),
     }
+
+
+def test_repeated_ids_found_one_hash_partition_at_a_time_are_the_same(tmp_path, monkeypatch):
+    """With one id to a partition, each repeat still names where its id was first seen."""
+    source = jsonl_source(location="*.jsonl", fields={"text": "text", "id": "id"})
+    found = []
+    for rows_per_partition in (1_000_000, 1):
+        root = tmp_path / str(rows_per_partition)
+        write_jsonl(root / "a.jsonl", [{"id": i, "text": f"a{i}"} for i in "xyzx"])
+        write_jsonl(root / "b.jsonl", [{"id": i, "text": f"b{i}"} for i in "wzxy"])
+        monkeypatch.setattr(ingest_module, "ID_PARTITION_ROWS", rows_per_partition)
+        records, events, _ = run_ingest(root, source)
+        evidence = [json.loads(e) for e in events.sort("record_id")["evidence"]]
+        found.append((sorted(records["text"]), evidence))
+    assert found[0] == found[1]
+    assert found[0][0] == ["ax", "ay", "az", "bw"]
+    assert sorted((e["location"], e["first_seen_at"]) for e in found[0][1]) == [
+        ("a.jsonl:4", "a.jsonl:1"), ("b.jsonl:2", "a.jsonl:3"), ("b.jsonl:3", "a.jsonl:1"),
+        ("b.jsonl:4", "a.jsonl:2"),
+    ]  # fmt: skip
 
 
 def test_unusable_files_raise_errors_that_name_them(tmp_path):

@@ -1,0 +1,36 @@
+"""Frames too large for one task's memory, spread over hash partitions in a scratch folder:
+a global step (the report's duplicate clusters, ingest's repeated ids) then holds one
+partition at a time, whatever the dataset's size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+
+def partitions_for(rows: int, rows_per_partition: int) -> int:
+    return max(1, -(-rows // rows_per_partition))
+
+
+def by_hash(
+    frames: pl.LazyFrame | list[pl.LazyFrame], key: str, parts: int, folder: Path
+) -> Callable[[int], pl.LazyFrame]:
+    """Write the rows of `frames` into `parts` partitions by the hash of `key` (the same
+    hash within one process), one frame at a time (polars would run a concatenation's joins
+    together); returns a reader of one partition."""
+    frames = frames if isinstance(frames, list) else [frames]
+    schema = frames[0].collect_schema()
+    part_of = (pl.col(key).hash() % parts).alias("part")
+    for number, frame in enumerate(frames):
+        target = pl.PartitionBy(folder / f"{number:05d}", key=part_of, include_key=False)
+        # small row groups: a partition sink buffers one per partition (the report's
+        # clusters at 10M records: 0.68 GB at the default, 0.42 at this)
+        frame.sink_parquet(target, mkdir=True, row_group_size=16_384)
+
+    def part(number: int) -> pl.LazyFrame:
+        files = sorted(folder.glob(f"*/part={number}/*.parquet"))
+        return pl.scan_parquet(files) if files else pl.LazyFrame(schema=schema)
+
+    return part
