@@ -97,9 +97,9 @@ MERGE_ROWS = 262_144  # events held at once across a stage's parts, at least 4,0
 
 def _merged(parts: list[Location]) -> Iterator[pl.DataFrame]:
     """The events of parts that are each in record-id order, in record-id order: a k-way
-    merge holding one batch per part (polars' merge_sorted held a whole stage, 2.7 GB for
+    merge holding one slice of each part (polars' merge_sorted held a whole stage, 2.7 GB for
     one of 5M events in 20 parts). A record's events are all in one part."""
-    scans = [storage.scan_parquet([part]) for part in parts]
+    scans = [pl.scan_parquet(str(part)) for part in parts]  # local or object storage
     batch = max(4_096, MERGE_ROWS // len(parts))
     held, read = [empty() for _ in parts], [0 for _ in parts]
     unread = set(range(len(parts)))
