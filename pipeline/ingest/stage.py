@@ -169,10 +169,11 @@ def finish(out_dir: Location) -> pl.DataFrame:
     files = sorted((out_dir / REPAIRS).glob("*.parquet"), key=lambda file: file.name)
     repaired = pl.concat([_REPAIRS.to_frame(), *(pl.read_parquet(str(f)) for f in files)])
     if repaired.height:
-        repaired = repaired.join(
-            writer.scan().select("record_id", "location").collect(),
-            on=["record_id", "location"], how="semi", maintain_order="left",
-        )  # fmt: skip
+        at = ["record_id", "location"]
+        kept = (  # streamed against the repairs: every record's id and location held 2.7 GB at 10M
+            writer.scan().select(at).join(repaired.lazy().select(at), on=at, how="semi")
+        ).collect(engine="streaming")
+        repaired = repaired.join(kept, on=at, how="semi", maintain_order="left")
     edits = ledger.events(
         repaired, stage=STAGE, action=reasons.EDITED, reason=reasons.ENCODING_REPAIRED,
         evidence=pl.struct("steps"),
