@@ -130,7 +130,7 @@ def split_overlaps(version: pl.LazyFrame, split: SplitConfig) -> pl.DataFrame:
     splits may cut groups): how many of its values sit in more than one split."""
     rows = []
     for key in ("record_id", *leakage_columns(split)):
-        shared = spanning(version, key).collect()
+        shared = spanning(version, key)
         examples = shared["first_record"].unique(maintain_order=True).head(3).to_list()
         rows.append((key, shared[key].n_unique(), ",".join(examples)))
     return pl.DataFrame(rows, schema=["key", "values_in_several_splits", "examples"], orient="row")

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 from helpers import CHANGELOG_SOURCE, SMS_SOURCE, sms_rows, write_jsonl
 
+from pipeline import leakage
 from pipeline.config import RunConfig, SourceDeclaration, SplitConfig, config_hash
 from pipeline.core.errors import DataError
 from pipeline.ingest.stage import ingest
@@ -54,7 +55,9 @@ def test_a_cluster_in_two_splits_is_named_with_its_records():
     check_disjoint(leaking, ("group", "content_hash"))  # these columns do not leak
 
 
-def test_every_leaking_column_is_named_and_examples_are_capped():
+@pytest.mark.parametrize("part_rows", [2_000_000, 1])  # one partition; one per row
+def test_every_leaking_column_is_named_and_examples_are_capped(part_rows, monkeypatch):
+    monkeypatch.setattr(leakage, "SPANNING_PART_ROWS", part_rows)
     rows = [(f"r{n}", "train", f"g{n}", f"c{n}", None) for n in range(7)]
     rows += [(f"s{n}", "validation", f"g{n}", f"d{n}", None) for n in range(7)]
     rows += [("t0", "test", "g0", "c0", None)]
