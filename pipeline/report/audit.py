@@ -220,33 +220,35 @@ def _published_cluster(
     the record that was kept; each join holds one partition of both sides."""
     # decoded a partition at a time: decoding while partitioning held twice the memory
     raw = spill.by_hash(dropped, "record_id", parts, folder / "evidence")
-    decoded = [
-        raw(part).select("record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE))
-        .unnest("evidence")
-        for part in range(parts)
-    ]  # fmt: skip
-    by_id = spill.by_hash(decoded, "record_id", parts, folder / "dropped")
+    (folder / "dropped").mkdir()
+    for part in range(parts):
+        decoded = (
+            raw(part)
+            .select("record_id", pl.col("evidence").str.json_decode(_DEDUP_EVIDENCE))
+            .unnest("evidence")
+        )
+        decoded.sink_parquet(folder / "dropped" / f"{part}.parquet")  # the same partition
+
+    def by_id(part: int) -> pl.LazyFrame:
+        return pl.scan_parquet(folder / "dropped" / f"{part}.parquet")
+
     links = spill.by_hash(
         [by_id(part).select("record_id", kept=pl.col("duplicate_of")) for part in range(parts)],
         "kept", parts, folder / "links-0",
     )  # fmt: skip
     for step in range(1, len(DEDUP_STAGES) + 2):  # each stage adds at most one link to a chain
-        onward = [
-            links(part).join(
-                by_id(part).select(pl.col("record_id").alias("kept"), "duplicate_of"),
-                on="kept",
-                how="left",
-            )
+        followed = [
+            links(part)
+            .join(by_id(part).select(kept="record_id", next="duplicate_of"), on="kept", how="left")
+            .select("record_id", pl.coalesce("next", "kept").alias("kept"), moved="next")
             for part in range(parts)
         ]
-        if not any(rows.select(pl.col("duplicate_of").is_not_null().any()).collect().item()
-                   for rows in onward):  # fmt: skip
-            break
-        followed = [
-            rows.select("record_id", pl.coalesce("duplicate_of", "kept").alias("kept"))
-            for rows in onward
-        ]
         links = spill.by_hash(followed, "kept", parts, folder / f"links-{step}")
+        moved = pl.concat(
+            links(part).select(pl.col("moved").is_not_null().any()) for part in range(parts)
+        )
+        if not moved.collect()["moved"].any():
+            break
     kept = spill.by_hash(
         published.select("record_id", "cluster_id"), "record_id", parts, folder / "kept"
     )
