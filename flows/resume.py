@@ -14,8 +14,8 @@ the frozen cutoffs and the protected evaluation sets), compared as `thresher run
 it with the latest version's (a file whose size and modification time are unchanged keeps
 its recorded content hash; any other is hashed). The kept files of any other earlier run of
 that name are deleted then. Two runs started together never share one: each first
-claims a kept run by renaming its markers' folder, which only one rename can do. Every decision depends only on those, so a resumed run
-publishes the dataset a fresh run would.
+claims a kept run by renaming its markers' folder, which only one rename can do. Every
+decision depends only on those, so a resumed run publishes the dataset a fresh run would.
 """
 
 from __future__ import annotations
