@@ -177,14 +177,28 @@ class Components:
     go to `evidence(part, requests, cfg, ctx)`, whose rows (with `_to_part`) reach the
     apply step of the part they name as its fifth argument.
     stats(cfg) -> the stats the settings alone tell (not added up).
-    applies(cfg) -> False where the stage decides once (`ByKey.decide`) instead."""
+    whole(stats, cfg, ctx) -> what only the sum of every partition's stats tells (split's
+    warnings), added to it.
+    applies(cfg) -> False where the stage decides once (`ByKey.decide`) instead.
+    singletons: every member reaches `decide`, one of no edge as a component of its own (its
+    node), where each record needs a decision (split) and not only those of some edge."""
 
     edges: Callable[..., tuple[pl.DataFrame, dict[str, Any]]]
     members: Callable[..., pl.DataFrame]
     decide: Callable[..., Decided]
     evidence: Callable[..., pl.DataFrame] | None = None
     stats: Callable[[Any], dict[str, Any]] = lambda cfg: {}
+    whole: Callable[[dict[str, Any], Any, RunContext], dict[str, Any]] = lambda stats, cfg, ctx: {}
     applies: Callable[[Any], bool] = lambda cfg: True
+    singletons: bool = False
+
+    def labelled(self, members: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
+        """`members` with their `_component` (only those of some edge, unless singletons)."""
+        if not self.singletons:
+            return members.join(labels, on="node")
+        return members.join(labels, on="node", how="left", maintain_order="left").with_columns(
+            pl.coalesce("_component", "node").alias("_component")
+        )
 
     def in_process(
         self, parts: list[pl.LazyFrame], found: list[pl.DataFrame], cfg: Any, ctx: RunContext
@@ -200,16 +214,18 @@ class Components:
         members = pl.concat(
             self.members(part, cfg, ctx).with_columns(pl.lit(number, pl.UInt32).alias("_part"))
             for number, part in enumerate(parts)
-        ).join(labels, on="node")
+        )
+        members = self.labelled(members.lazy(), labels.lazy()).collect()
         records = pl.concat(parts)
         decided = [
             self.decide(members.filter(partition(pl.col("_component")) == k), records, cfg, ctx)
             for k in range(partitions)
         ]
         items = [d.review_items for d in decided if d.review_items is not None]
+        summed = add_counts([*stats, *(d.stats for d in decided)])
         merged = Decided(
             pl.concat(d.decisions for d in decided),
-            add_counts([*stats, *(d.stats for d in decided)]) | self.stats(cfg),
+            summed | self.whole(summed, cfg, ctx) | self.stats(cfg),
             review_items=pl.concat(items).sort("record_id") if items else None,
             requests=None if self.evidence is None else pl.concat(d.requests for d in decided),
         )

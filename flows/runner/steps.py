@@ -464,13 +464,15 @@ def star_task(plan: RunPlan, name: str, partition: int, step: int, partitions: i
 @timed_step()
 def label_task(plan: RunPlan, name: str, partition: int, step: int, partitions: int) -> Ran:
     """Label the members of one node partition with their components (the star forest the
-    last round left) and send each to its component's partition; a member of no edge stays."""
+    last round left) and send each to its component's partition; a member of no edge stays,
+    unless the stage decides singletons too."""
+    stage = STAGES[name]
     edges = pl.scan_parquet(storage.files(_round(plan, name, step) / f"to-{partition:05d}"))
     labels = clusters.star_labels(edges.collect())
     members = pl.scan_parquet(
         storage.files(plan.stage_dir(f"{name}-members") / f"to-{partition:05d}")
     )
-    labelled = members.join(labels.lazy(), on="node").collect()
+    labelled = stage.function.components.labelled(members, labels.lazy()).collect()
     folder = plan.stage_dir(f"{name}-components")
     _send_by(labelled, "_component", partitions, folder, f"from-{partition:05d}")
     return Ran()

@@ -272,7 +272,9 @@ def _by_components(
         fixed = {"input_dir": input_dir, "parts": partitions}
         answered = steps.map("evidence", each_part, fixed, plan=slim)
     settings = STAGES[steps.name].settings(slim.config)
-    stats = add_counts([t.stats for t in edged + resolved]) | function.components.stats(settings)
+    stats = add_counts([t.stats for t in edged + resolved])
+    whole = function.components.whole(stats, settings, steps.plan.context(False))
+    stats |= whole | function.components.stats(settings)
     items = [pl.read_parquet(t.review_items) for t in resolved if t.review_items]
     review = None
     if items:

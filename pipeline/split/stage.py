@@ -25,10 +25,14 @@ record that would join records of two splits (directly or through other new reco
 sender's new message repeating another sender's test message) is dropped (`split_conflict`),
 so published records stay where they are.
 
-It runs by key (pipeline/stage.py's ByKey): each part lists its records' links (ids, source,
-cluster, group, content hash, time, label: never a text), the decision assigns every record
-from all of them at once (about 200 bytes a record), and each part takes its records' splits
-and events from the decisions.
+It runs by key (pipeline/stage.py's ByKey) and decides by component (its Components): each
+part lists its records' link values (group, cluster, content hash), every record sharing a
+value is linked to the first in the value's key partition, the components are found across
+node partitions (pipeline/core/clusters.py's star rounds), and each component partition
+decides its whole components from what its members carry (ids, source, links, time, label:
+never a text; a record linked to none is a component of its own). Each part then takes its
+records' splits and events. Stratified filling, `quantiles` cutoffs and the `time` strategy
+still decide every record in one task (`_by_component`).
 """
 
 from __future__ import annotations
@@ -43,10 +47,11 @@ from pipeline.config import SPLITS, SplitConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.clusters import with_cluster_ids
 from pipeline.core.schema import LEDGER_SCHEMA
+from pipeline.dedup import duplicates
 from pipeline.leakage import leakage_columns
 from pipeline.split.assign import group_key, hashed_split, resolve_cutoffs, stratified, time_split
 from pipeline.split.components import HELD_OUT_FIRST, bridging, component_of
-from pipeline.stage import ByKey, Decided, RunContext, StageResult
+from pipeline.stage import ByKey, Components, Decided, RunContext, StageResult
 
 STAGE = "split"
 FRACTION_DRIFT = 0.1  # a split further than this from its fraction gets a warning
@@ -60,43 +65,121 @@ _OPTIONAL = {
 
 
 def _keys(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> pl.DataFrame:
-    """What links each record of a part to others (never its text), keyed by its id."""
-    frame = with_cluster_ids(frame)
+    """What links each record of a part to others (never its text)."""
+    return _links(with_cluster_ids(frame), cfg).collect()
+
+
+def _linking(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """Each record's id, source and what may link it (a missing optional column as null)."""
     present = frame.collect_schema().names()
     optional = [
         pl.col(name) if name in present else pl.lit(None, dtype).alias(name)
         for name, dtype in _OPTIONAL.items()
     ]
-    return frame.select(
-        "record_id",
-        "source",
-        "cluster_id",
-        *optional,
-        pl.col("record_id").nchash.xxh3_64().alias("_key"),  # any even spread will do
-    ).collect()
+    return frame.select("record_id", "source", "cluster_id", *optional)
 
 
-def _every_link(keys: pl.LazyFrame, cfg: SplitConfig) -> pl.DataFrame:
-    """Components need every link at once: a key partition passes its rows on as they are."""
-    return keys.drop("_key").collect()
+def _links(frame: pl.LazyFrame, cfg: SplitConfig) -> pl.LazyFrame:
+    """One row per non-null link value of each record (`_link`: the column's name and the
+    value), keyed by its hash: every record sharing a value meets in one key partition."""
+    frame = _linking(frame)
+    rows = [
+        frame.filter(pl.col(column).is_not_null()).select(
+            duplicates.record_node(),
+            pl.concat_str(pl.lit(f"{column}\x1f"), pl.col(column)).alias("_link"),
+        )
+        for column in leakage_columns(cfg)
+    ]
+    return pl.concat(rows).with_columns(pl.col("_link").nchash.xxh3_64().alias("_key"))
+
+
+def _reduce(keys: pl.LazyFrame, cfg: SplitConfig) -> pl.DataFrame:
+    """The link values one key partition holds more than once."""
+    return keys.filter(pl.len().over("_link") > 1).collect()
+
+
+def _edges(shared: pl.LazyFrame, cfg: SplitConfig) -> tuple[pl.DataFrame, dict]:
+    """Each record sharing a link value linked to the first record holding it."""
+    edges = shared.select("node", pl.col("node").min().over("_link").alias("neighbor"))
+    return edges.filter(pl.col("node") != pl.col("neighbor")).collect(), {}
+
+
+def _component_members(part: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> pl.DataFrame:
+    """What the decision needs of each record of a part, by its node."""
+    return _linking(with_cluster_ids(part)).with_columns(duplicates.record_node()).collect()
+
+
+def _by_component(cfg: SplitConfig) -> bool:
+    """Every component is decided alone unless the decision needs all of them: stratified
+    filling goes through every new component of a label in hash order, `quantiles` cutoffs
+    are quantiles of every record time, and under `time` a group (no link there) spans
+    components while the stats count each split's groups (these decided in one task)."""
+    return cfg.stratify is None and cfg.cutoffs != "quantiles" and cfg.strategy != "time"
 
 
 def _assign(
-    links: pl.LazyFrame, records: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext
+    found: pl.LazyFrame, records: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext
 ) -> Decided:
-    """Every record's split, from the links of every record: one row per record that goes on
-    (record_id, split) and one per ledger event (drops and moves, in their order, `_order`)."""
+    """Every record's split, from what links each of the stage's input `records`, read at
+    once (about 200 bytes a record): one row per record that goes on (record_id, split) and
+    one per ledger event (drops and moves, in their order, `_order`)."""
+    links = _linking(with_cluster_ids(records))
+    decisions, stats, facts = _assigned(_members(links, ctx), cfg, ctx)
+    stats |= facts
+    stats |= _whole(stats, cfg, ctx)
+    if (pooled := facts.get("stratify")) and pooled["pooled_labels"]:
+        stats["warnings"].append(
+            f"split.stratify: {pooled['pooled_labels']:,} labels of fewer than "
+            f"{pooled['min_components']} components ({pooled['pooled_records']:,} records) "
+            "were pooled into one stratum: alone, none could be spread over the splits"
+        )
+    return Decided(decisions=decisions, stats=stats)
+
+
+def _decide_components(
+    members: pl.DataFrame, records: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext
+) -> Decided:
+    """The splits of the whole components one partition holds (every record is in one, a
+    record linked to none alone), each decision sent to its record's part. Its stats add up
+    over the partitions (`_whole` adds what only their sum tells)."""
+    where = members.select("record_id", pl.col("_part").alias("_to_part"))
+    links = members.drop("node", "_component", "_part").lazy()
+    decisions, counts, _ = _assigned(_members(links, ctx), cfg, ctx)
+    return Decided(decisions.join(where, on="record_id", how="left"), counts)
+
+
+def _whole(stats: dict[str, Any], cfg: SplitConfig, ctx: RunContext) -> dict[str, Any]:
+    """What the sum of every component's counts tells: the splits in their order, warnings
+    for a split far from its fraction, and the time cutoffs (given, or frozen at the first
+    publish, when decided by component)."""
+    order = ("records", "groups", "components")
+    splits = {name: {key: stats["splits"][name][key] for key in order} for name in SPLITS}
+    whole = {"splits": splits, "warnings": _drift(splits, cfg)}
+    if cfg.strategy != "group" and "cutoffs" not in stats:
+        cutoffs, frozen = resolve_cutoffs(cfg, ctx, pl.Series("timestamp", [], pl.Datetime))
+        whole["cutoffs"] = {name: when.isoformat() for name, when in cutoffs.items()}
+        whole["cutoffs_frozen"] = frozen
+    return whole
+
+
+def _assigned(
+    members: pl.DataFrame, cfg: SplitConfig, ctx: RunContext
+) -> tuple[pl.DataFrame, dict[str, Any], dict[str, Any]]:
+    """The decisions for `members` (whole components), their counts (which add up over
+    components) and the facts of the whole (cutoffs, stratification)."""
     timed = cfg.strategy != "group"
     columns = leakage_columns(cfg)
-    members = _members(links, ctx)
     bridges = bridging(members, columns)
     members = members.join(bridges, on="_i", how="anti").drop("_i").with_row_index("_i")
     members = members.with_columns(pl.Series("_component", component_of(members, columns)))
     cutoffs, frozen = resolve_cutoffs(cfg, ctx, members["timestamp"]) if timed else ({}, False)
     units = _decide(members, cfg, cutoffs)
-    pooled = None
+    facts: dict[str, Any] = {}
     if cfg.stratify == "label":
-        units, pooled = stratified(units, members, cfg)
+        units, facts["stratify"] = stratified(units, members, cfg)
+    if timed:
+        facts["cutoffs"] = {name: when.isoformat() for name, when in cutoffs.items()}
+        facts["cutoffs_frozen"] = frozen
 
     # each record against its component: under time strategies, its own window and time
     own = time_split(pl.col("timestamp"), cutoffs) if timed else pl.lit(None, pl.String)
@@ -120,23 +203,11 @@ def _assign(
     kept = records.filter(pl.col("_dropped").is_null())
     events = pl.concat([bridge_events(bridges), _events(records, kept)]).with_row_index("_order")
 
-    stats = _stats(units, records, kept, events)
+    counts = _stats(units, records, kept, events)
     if bridges.height:
-        stats["dropped"][reasons.SPLIT_CONFLICT] = bridges.height
-    if timed:
-        stats["cutoffs"] = {name: when.isoformat() for name, when in cutoffs.items()}
-        stats["cutoffs_frozen"] = frozen
-    stats["warnings"] = _drift(stats["splits"], cfg)
-    if pooled is not None:
-        stats["stratify"] = pooled
-        if pooled["pooled_labels"]:
-            stats["warnings"].append(
-                f"split.stratify: {pooled['pooled_labels']:,} labels of fewer than "
-                f"{pooled['min_components']} components ({pooled['pooled_records']:,} records) "
-                "were pooled into one stratum: alone, none could be spread over the splits"
-            )
+        counts["dropped"][reasons.SPLIT_CONFLICT] = bridges.height
     decisions = pl.concat([kept.select("record_id", "split"), events], how="diagonal")
-    return Decided(decisions=decisions, stats=stats)
+    return decisions, counts, facts
 
 
 def _apply(
@@ -154,9 +225,23 @@ def _apply(
     return StageResult(frame=assigned, events=events.select(LEDGER_SCHEMA.names()))
 
 
-# the links of every part, every record's component and split decided at once, then each
-# part given its split
-split = ByKey(keys=_keys, reduce=_every_link, decide=_assign, apply=_apply)
+# the links of every part, every record's component found across key partitions and each
+# component's split decided where it lies (or every record's at once: `_by_component`), then
+# each part given its split
+split = ByKey(
+    keys=_keys,
+    reduce=_reduce,
+    decide=_assign,
+    apply=_apply,
+    components=Components(
+        edges=_edges,
+        members=_component_members,
+        decide=_decide_components,
+        whole=_whole,
+        applies=_by_component,
+        singletons=True,
+    ),
+)
 
 
 def _drift(splits: dict[str, dict], cfg: SplitConfig) -> list[str]:
@@ -222,14 +307,16 @@ def _decide(members: pl.DataFrame, cfg: SplitConfig, cutoffs: dict[str, datetime
 def _members(links: pl.LazyFrame, ctx: RunContext) -> pl.DataFrame:
     """One row per record, in record_id order (however the parts were cut): what links it,
     its parent split, whether it is locked, its key."""
+    links = links.sort("record_id").collect()
     parent = pl.LazyFrame(schema={"record_id": pl.String, "split": pl.String})
-    if ctx.parent_splits is not None:
-        parent = ctx.parent_splits
+    if ctx.parent_splits is not None:  # only the links' rows of the parent are read
+        mine = pl.col("record_id").is_in(links["record_id"].implode())
+        parent = ctx.parent_splits.filter(mine).collect(engine="streaming").lazy()
     locked = pl.LazyFrame(schema={"record_id": pl.String})
     if ctx.locked_test is not None:
         locked = ctx.locked_test.lazy().select("record_id").unique()
     return (
-        links.sort("record_id")
+        links.lazy()
         .join(
             parent.select("record_id", pl.col("split").alias("_parent")),
             on="record_id",

@@ -35,7 +35,7 @@ KEYED = (
 OFF = ("semantic_dedup", "augment")  # off in this config: they run no task at all
 ON = tuple(name for name in KEYED if name not in OFF)
 # the keyed stages: their apply steps; contamination: its parts, checked against one index
-BY_COMPONENT = ("exact_dedup", "near_dedup")
+BY_COMPONENT = ("exact_dedup", "near_dedup", "split")
 PER_PART = ("govern", "quality", *ON, "contamination")
 PART_ROWS = 280  # about 800 records: three parts, each step's tasks on both workers
 
@@ -209,9 +209,9 @@ def test_parts_on_processes_and_on_dask_publish_the_same_version(sms_project, sm
         "reduce_task": keyed,
         # the global steps run on the workers too: the run's process holds no dataset state
         "decide_task": len(ON) - len(BY_COMPONENT),
-        # exact and near dedup decide by component: the edges of what their last step found
-        # and their parts' members sent to node partitions, star rounds over them, each
-        # node partition's members labelled, each component partition resolved; then near
+        # exact and near dedup and split decide by component: the edges of what their last
+        # step found and their parts' members sent to node partitions, star rounds over them,
+        # each node partition's members labelled, each component partition resolved; then near
         # dedup's parts send the kept records' sketches to the parts that asked for them
         **{
             f"{step}_task": sum(by_component[name]["parts"] for name in BY_COMPONENT)

@@ -4,6 +4,7 @@ splits, fractions hold, parents and the locked test set are honoured, time windo
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import polars as pl
@@ -494,7 +495,10 @@ def test_same_input_gives_the_same_assignment_in_any_order(tmp_path, sms_spam):
     assert splits_of(reversed_) == splits_of(first) and reversed_.stats == first.stats
 
 
-@pytest.mark.parametrize("settings", [{}, {**GROUP_TIME, "on_conflict": "move"}])
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {**GROUP_TIME, "on_conflict": "move"}, GROUP_TIME],
+)
 def test_cut_in_parts_it_assigns_and_explains_what_one_call_does(tmp_path, sms_spam, settings):
     cfg = SplitConfig(**settings)
     before = splits_of(
@@ -502,14 +506,27 @@ def test_cut_in_parts_it_assigns_and_explains_what_one_call_does(tmp_path, sms_s
     )
     parent = pl.DataFrame({"record_id": list(before), "split": list(before.values())})
     records = real_records(tmp_path / "b", sms_spam, 3000)
-    ctx = run_context(tmp_path, parent)
+    new = records.filter(~pl.col("record_id").is_in(list(before))).collect()
+    published_in_train = parent.filter(pl.col("split") == "train")
+    locked = pl.concat(
+        [new.head(5).select("record_id"), published_in_train.head(5).select("record_id")]
+    )
+    ctx = run_context(tmp_path, parent, locked_test=locked)
     whole = split(records, cfg, ctx)
     shuffled = records.collect().sample(fraction=1.0, shuffle=True, seed=5).lazy()
     parted = run_in_parts(split, shuffled, cfg, ctx, 7)
-    assert set(whole.events["action"]) == {reasons.MOVED if settings else reasons.DROPPED}
-    assert parted.events.equals(whole.events)
-    assert parted.frame.collect().equals(whole.frame.collect().sort("record_id"))
-    assert parted.stats == whole.stats
+    # components found across 7 key partitions and decided in 7 component partitions, as
+    # every record was decided in one task before (and still is with stratify or quantiles)
+    assert split.by_components(cfg)
+    once = run_in_parts(replace(split, components=None), shuffled, cfg, ctx, 7)
+    reasons_seen = set(whole.events.select("action", "reason").iter_rows())
+    assert (reasons.MOVED, reasons.LOCKED_TEST) in reasons_seen
+    if cfg.strategy == "group":
+        assert (reasons.DROPPED, reasons.SPLIT_CONFLICT) in reasons_seen
+    for result in (parted, once):
+        assert result.events.equals(whole.events)
+        assert result.frame.collect().equals(whole.frame.collect().sort("record_id"))
+        assert result.stats == whole.stats
 
 
 def test_a_split_far_from_its_fraction_gets_a_warning(tmp_path, sms_spam):
