@@ -65,8 +65,7 @@ class StageSteps:
         plan: RunPlan | None = None,
     ) -> list[Any]:
         """Map `step` over its parts (or key partitions), called with `plan` (the stage's
-        part plan, or the whole) and each item's `mapped` values. One item on the local
-        runner runs here. As each item finishes, the stage's progress advances by its
+        part plan, or the whole) and each item's `mapped` values. As each item finishes, the stage's progress advances by its
         `records` (the step's input records of each item), when given."""
         plan = plan or self.plan
         items = len(next(iter(mapped.values())))
@@ -78,10 +77,9 @@ class StageSteps:
             for i in range(items)
         ]
         results: list[Any] = [None] * items
-        if items == 1 and plan.config.runner.kind == "local":
-            ran = iter([(0, STEPS[step](**calls[0]))])
-        else:
-            ran = workers.current().map(STEPS[step], calls)
+        # a global step too runs on a worker (a pool process of the local runner): what it
+        # holds of the whole dataset never stays in the run's process
+        ran = workers.current().map(STEPS[step], calls)
         for done, (index, result) in enumerate(ran, start=1):
             results[index] = result  # a failure ends it
             progress.advance(self.name, records[index] if records else 0, phase.format(done))
