@@ -43,9 +43,9 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
     split_stats = stats["split"]
     staging = staging_dir(plan)
     staging.mkdir(parents=True)
+    # of every published record, read a range at a time: the shards are planned from them
     ids = pl.scan_parquet(storage.files(input_dir)).select("record_id", "source", "split")
-    ids = ids.collect()  # of every published record: the shards are planned from them
-    published = dict(ids.group_by("source").len().iter_rows())
+    published = dict(ids.group_by("source").len().collect(engine="streaming").iter_rows())
     split_facts = {  # beside the hash, for audits: how the splits were made and protected
         "split": {
             "strategy": plan.config.split.strategy,
@@ -76,8 +76,8 @@ def publish_task(plan: RunPlan, input_dir: str, stats: dict[str, dict]) -> dict[
         "label_conflicts": label_conflict_rates(list(stats.values())),
         "fields": fields,
     }
-    staged = staged_version(ids, shard_plan, shards, plan.context(), staging, extra)
-    ledger.write_part(staged.events, plan.ledger_dir, STAGES["publish"].ledger_part)
+    # the published events: each part's, written by its route step
+    staged = staged_version(shard_plan, shards, plan.context(), staging, extra, ledger.empty())
     return {
         "path": str(staging),
         "dataset_hash": staged.dataset_hash,
@@ -95,7 +95,9 @@ def _field_facts(plan: RunPlan, input_dir: str) -> dict[str, Any]:
         pl.scan_parquet(storage.files(input_dir))
         .filter(pl.col("split") == "train")
         .select("record_id", "label", "metadata")
-        .collect()
+        # only the records the check reads: labelled, with metadata
+        .filter(pl.col("label").is_not_null() & pl.col("metadata").is_not_null())
+        .collect(engine="streaming")
     )
     checked = single_feature_check(train, plan.config.field_leakage)
     warnings = [

@@ -30,7 +30,7 @@ from pipeline.core.errors import ConfigError
 from pipeline.core.resources import peak_rss_mb, release_free_memory, reset_peak_rss
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, IngestPart, finish, read_part
 from pipeline.leakage import check_disjoint, leakage_columns
-from pipeline.publish.stage import ShardPlan, routed, write_shard
+from pipeline.publish.stage import ShardPlan, published_events, routed, write_shard
 from pipeline.registry import STAGES
 from pipeline.stage import Indexed, key_partition
 
@@ -531,8 +531,11 @@ def evidence_task(
 def route_task(
     plan: RunPlan, name: str, input_dir: str, part: int, offset: int, shard_plan: ShardPlan
 ) -> Ran:
-    """Send one part's published records to the shards they go in; a retry rewrites them."""
+    """Send one part's published records to the shards they go in, and write their
+    `published` events as a ledger part; a retry rewrites them."""
     rows = routed(_part(plan, input_dir, offset), shard_plan)
+    events = published_events(rows.select("record_id", "source", "split"))
+    ledger.write_part(events, plan.ledger_dir, f"{STAGES[name].ledger_part}-{part:05d}")
     folder = plan.stage_dir(f"{name}-routed")
     _write_sent(
         rows.drop("_shard"), rows["_shard"], len(shard_plan.shards), folder, f"part-{part:05d}"

@@ -298,15 +298,18 @@ def run_stage(plan: RunPlan, name: str, input_dir: str) -> StageDone:
 
 
 def publish_shards(
-    plan: RunPlan, input_dir: str, ids: pl.DataFrame, staging: storage.Location
+    plan: RunPlan, input_dir: str, ids: pl.LazyFrame, staging: storage.Location
 ) -> tuple[ShardPlan, list[dict[str, Any]], dict[str, Any]]:
-    """Publish's steps: the shards planned here from the records' `ids` (record_id, source,
-    split), each part's records routed to their shards, each shard sorted and written into
-    `staging`. Returns the plan, the shards' manifest entries and how they ran."""
+    """Publish's steps: the shards planned here from the records' `ids` (record_id, split),
+    each part's records routed to their shards (with their `published` events), each shard
+    sorted and written into `staging`. Returns the plan, the shards' manifest entries and how
+    they ran."""
     name = "publish"
-    shard_plan = plan_shards(ids, plan.config.publish)
+    for stale in plan.ledger_dir.glob(f"{STAGES[name].ledger_part}*.parquet"):
+        stale.unlink()  # an earlier try's, cut in other parts
+    shard_plan = plan_shards(ids, plan.config.publish, plan.run_dir / "publish-plan")
     steps = StageSteps(plan, name)
-    slim, starts = part_plan(plan, ids.height)
+    slim, starts = part_plan(plan, sum(shard_plan.counts.values()))
     routed = steps.map(
         "route", {"part": list(range(len(starts))), "offset": starts},
         {"input_dir": input_dir, "shard_plan": shard_plan}, plan=slim,

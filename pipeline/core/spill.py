@@ -1,6 +1,6 @@
-"""Frames too large for one task's memory, spread over hash partitions in a scratch folder:
-a global step (the report's duplicate clusters, ingest's repeated ids) then holds one
-partition at a time, whatever the dataset's size."""
+"""Frames too large for one task's memory, spread over partitions (by hash, or by range) in
+a scratch folder: a global step (the report's duplicate clusters, ingest's repeated ids,
+publish's shard plan) then holds one partition at a time, whatever the dataset's size."""
 
 from __future__ import annotations
 
@@ -18,13 +18,22 @@ def by_hash(
     frames: pl.LazyFrame | list[pl.LazyFrame], key: str, parts: int, folder: Path
 ) -> Callable[[int], pl.LazyFrame]:
     """Write the rows of `frames` into `parts` partitions by the hash of `key` (the same
-    hash within one process), one frame at a time (polars would run a concatenation's joins
-    together); returns a reader of one partition."""
+    hash within one process); returns a reader of one partition."""
+    return by_key(frames, pl.col(key).hash() % parts, parts, folder)
+
+
+def by_key(
+    frames: pl.LazyFrame | list[pl.LazyFrame], part_of: pl.Expr, parts: int, folder: Path
+) -> Callable[[int], pl.LazyFrame]:
+    """Write the rows of `frames` into partitions by `part_of` (a number below `parts`), one
+    frame at a time (polars would run a concatenation's joins together); returns a reader
+    of one partition."""
     frames = frames if isinstance(frames, list) else [frames]
     schema = frames[0].collect_schema()
-    part_of = (pl.col(key).hash() % parts).alias("part")
     for number, frame in enumerate(frames):
-        target = pl.PartitionBy(folder / f"{number:05d}", key=part_of, include_key=False)
+        target = pl.PartitionBy(
+            folder / f"{number:05d}", key=part_of.alias("part"), include_key=False
+        )
         # small row groups: a partition sink buffers one per partition (the report's
         # clusters at 10M records: 0.68 GB at the default, 0.42 at this)
         frame.sink_parquet(target, mkdir=True, row_group_size=16_384)

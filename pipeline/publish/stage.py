@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.config import SPLITS, PublishConfig
-from pipeline.core import ledger, reasons
+from pipeline.core import ledger, reasons, spill
 from pipeline.core.clusters import with_cluster_ids
 from pipeline.core.schema import LANGUAGE_COLUMNS, PUBLISHED_SCHEMA, schema_description
 from pipeline.core.storage import Location, file_sha256, is_local
@@ -48,17 +50,51 @@ class ShardPlan:
         return f"data/{split_name}/part-{number:05d}.parquet"
 
 
-def plan_shards(ids: pl.DataFrame, cfg: PublishConfig) -> ShardPlan:
-    """The shards of the records `ids` (record_id, split of every published record)."""
+PLAN_PART_ROWS = 1_000_000  # ids sorted at once while the shards are planned
+
+
+def plan_shards(ids: pl.LazyFrame | pl.DataFrame, cfg: PublishConfig, scratch: Path) -> ShardPlan:
+    """The shards of the records `ids` (record_id, split of every published record). A split
+    of more than PLAN_PART_ROWS ids is cut into ranges of ids in `scratch` and each range is
+    sorted alone: no step holds every id."""
     shards, starts, counts, membership = [], {}, {}, {}
     for split_name in SPLITS:
-        sorted_ids = ids.filter(pl.col("split") == split_name)["record_id"].sort()
-        counts[split_name] = sorted_ids.len()
-        joined = sorted_ids.str.join("\n").item() if sorted_ids.len() else ""
-        membership[split_name] = hashlib.sha256(joined.encode()).hexdigest()
-        starts[split_name] = sorted_ids.gather_every(cfg.shard_rows).to_list()
+        mine = ids.lazy().filter(pl.col("split") == split_name).select("record_id")
+        counts[split_name] = mine.select(pl.len()).collect(engine="streaming").item()
+        digest, starts[split_name] = hashlib.sha256(), []
+        placed = 0
+        for sorted_ids in _sorted_ranges(mine, counts[split_name], scratch / split_name):
+            if placed:
+                digest.update(b"\n")
+            digest.update(sorted_ids.str.join("\n").item().encode())
+            first = -placed % cfg.shard_rows  # the range's first id that starts a shard
+            starts[split_name] += sorted_ids.gather_every(cfg.shard_rows, first).to_list()
+            placed += sorted_ids.len()
+        membership[split_name] = digest.hexdigest()
         shards.extend((split_name, number) for number in range(len(starts[split_name])))
     return ShardPlan(tuple(shards), starts, counts, membership)
+
+
+def _sorted_ranges(ids: pl.LazyFrame, count: int, scratch: Path) -> Iterator[pl.Series]:
+    """`ids`' record ids in sorted order, one sorted range at a time: ranges of about
+    PLAN_PART_ROWS ids cut at the quantiles of a sample, written to `scratch` first."""
+    if count <= PLAN_PART_ROWS:
+        if count:
+            yield ids.collect()["record_id"].sort()
+        return
+    ranges = spill.partitions_for(count, PLAN_PART_ROWS)
+    sample = ids.gather_every(max(1, count // (ranges * 64))).collect(engine="streaming")
+    sample = sample["record_id"].sort()
+    bounds = sample.gather([len(sample) * k // ranges for k in range(1, ranges)])
+    range_of = pl.col("record_id").map_batches(
+        lambda column: bounds.search_sorted(column, side="right"),
+        pl.UInt32,
+        is_elementwise=True,
+    )
+    part = spill.by_key(ids, range_of, ranges, scratch)
+    for number in range(ranges):
+        yield part(number).collect()["record_id"].sort()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def routed(frame: pl.LazyFrame, plan: ShardPlan) -> pl.DataFrame:
@@ -130,7 +166,7 @@ def publish(
     The flow runs the same steps over parts: plan from the ids, route each part's records,
     write each shard from what the parts routed to it, then the manifest."""
     ids = frame.select("record_id", "source", "split").collect()
-    plan = plan_shards(ids, cfg)
+    plan = plan_shards(ids, cfg, ctx.run_dir / "publish-plan")
     records = routed(frame, plan).partition_by("_shard", as_dict=True)
     with ThreadPoolExecutor(max_workers=WRITER_THREADS) as pool:  # the writer releases the GIL
         shards = list(
@@ -139,19 +175,19 @@ def publish(
                 range(len(plan.shards)),
             )
         )
-    return staged_version(ids, plan, shards, ctx, staging_dir, extra)
+    return staged_version(plan, shards, ctx, staging_dir, extra, published_events(ids))
 
 
 def staged_version(
-    ids: pl.DataFrame,
     plan: ShardPlan,
     shards: list[dict],
     ctx: RunContext,
     staging_dir: Location,
     extra: dict[str, Any],
+    events: pl.DataFrame,
 ) -> StagedVersion:
-    """The manifest, written last, over the written `shards`; a published event per record of
-    `ids` (record_id, source, split)."""
+    """The manifest, written last, over the written `shards`, with the `published` events
+    of its records."""
     schema = schema_description(PUBLISHED_SCHEMA)
     manifest = {
         "format": "thresher-manifest/1",
@@ -169,11 +205,11 @@ def staged_version(
         **extra,
     }
     (staging_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
-    events = ledger.events(
-        ids,
-        stage=STAGE,
-        action=reasons.PUBLISHED,
-        reason=None,
-        evidence=pl.struct("split"),
-    )
     return StagedVersion(path=staging_dir, manifest=manifest, events=events)
+
+
+def published_events(ids: pl.DataFrame) -> pl.DataFrame:
+    """A `published` event per record of `ids` (record_id, source, split)."""
+    return ledger.events(
+        ids, stage=STAGE, action=reasons.PUBLISHED, reason=None, evidence=pl.struct("split")
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -14,8 +15,9 @@ from pipeline.config import PublishConfig, RunConfig, SourceDeclaration, config_
 from pipeline.core.errors import DataError
 from pipeline.core.schema import PUBLISHED_SCHEMA
 from pipeline.ingest.stage import ingest
+from pipeline.publish import stage as publish_stage
 from pipeline.publish.reader import read_version, verify_shards
-from pipeline.publish.stage import publish
+from pipeline.publish.stage import plan_shards, publish
 from pipeline.split.stage import split
 from pipeline.stage import RunContext
 
@@ -68,6 +70,37 @@ def test_same_inputs_give_the_same_hash_in_another_folder(tmp_path, sms_spam):
     ]
     different = publish_sms(tmp_path / "three", sms_spam, stop=699)
     assert different.dataset_hash != first.dataset_hash
+
+
+def test_the_shard_plan_from_sorted_ranges_of_ids_is_the_plan_of_every_id_at_once(
+    tmp_path, sms_spam, monkeypatch
+):
+    draw = random.Random(7)
+    hexed = [f"{draw.getrandbits(128):032x}" for _ in range(500)]
+    other = ["a", "a0", "b", "zz", "é", "0", "00", *(f"r{n}" for n in range(40))]  # not digests
+    ids = pl.DataFrame(
+        {"record_id": hexed + other, "split": draw.choices(["train", "test"], k=547)}
+    )
+    config = PublishConfig(shard_rows=30)
+    whole = plan_shards(ids, config, tmp_path / "whole")
+    monkeypatch.setattr(publish_stage, "PLAN_PART_ROWS", 17)  # 30 ranges of train's ids
+    ranged = plan_shards(ids.sample(fraction=1.0, shuffle=True, seed=3), config, tmp_path / "r")
+    assert ranged == whole
+    for name in ("train", "test"):
+        mine = ids.filter(pl.col("split") == name)["record_id"].sort()
+        joined = "\n".join(mine.to_list()).encode()
+        assert whole.membership[name] == hashlib.sha256(joined).hexdigest()
+        assert whole.starts[name] == mine.gather_every(30).to_list()
+    assert whole.counts == {
+        "train": ids.filter(pl.col("split") == "train").height,
+        "validation": 0,
+        "test": ids.filter(pl.col("split") == "test").height,
+    }
+    assert not any((tmp_path / "r").rglob("*.parquet"))  # the ranges are removed
+    # and a whole version: the same hash
+    default = publish_sms(tmp_path / "one", sms_spam)
+    monkeypatch.setattr(publish_stage, "PLAN_PART_ROWS", 40)
+    assert publish_sms(tmp_path / "two", sms_spam).dataset_hash == default.dataset_hash
 
 
 def test_reader_opens_splits_and_refuses_a_tampered_shard(tmp_path, sms_spam):
