@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -19,7 +20,7 @@ from flows.report import GATES_FILE
 from flows.run_plan import RunPlan
 from flows.runner.strategies import publish_shards
 from pipeline.config import SPLITS
-from pipeline.core import ledger, storage
+from pipeline.core import ledger, spill, storage
 from pipeline.core.code_version import code_version
 from pipeline.publish.reader import read_version
 from pipeline.publish.stage import staged_version
@@ -182,7 +183,7 @@ def summarize(
             place[key] = {k: stage_stats[k] for k in keys if k in stage_stats}
     return summary | {
         "label_conflicts": label_conflicts,
-        "splits": _published_splits(version_dir),
+        "splits": _published_splits(version_dir, plan.run_dir),
         "fields": {
             "excluded": fields["excluded"],
             "leakage_warnings": fields["leakage_warnings"],
@@ -234,16 +235,17 @@ def label_conflict_rates(stage_stats: list[dict]) -> dict[str, dict[str, float |
     }
 
 
-def _published_splits(version_dir: storage.Location) -> dict[str, dict[str, int]]:
+def _published_splits(version_dir: storage.Location, scratch: Path) -> dict[str, dict[str, int]]:
     """Records and groups per split as published (after every stage, contamination too)."""
     version = read_version(version_dir, verify=False)
     found = {
-        name: frame.select(
-            pl.len().alias("records"),
-            pl.coalesce("group", "record_id").n_unique().alias("groups"),  # no group: its own
-        )
-        .collect()
-        .row(0, named=True)
+        name: {
+            "records": frame.select(pl.len()).collect(engine="streaming").item(),
+            # a record without a group is its own
+            "groups": spill.count_distinct(
+                frame.select(pl.coalesce("group", "record_id")), scratch
+            ),
+        }
         for name, frame in version.splits.items()
     }
     return {name: found.get(name, {"records": 0, "groups": 0}) for name in SPLITS}

@@ -304,7 +304,6 @@ def split_figures(splits: dict[str, pl.LazyFrame]) -> dict[str, dict[str, Any]]:
         row = (
             frame.select(
                 pl.len().alias("records"),
-                pl.coalesce("group", "record_id").n_unique().alias("groups"),
                 pl.col("timestamp").min().alias("first"),
                 pl.col("timestamp").max().alias("last"),
                 # versions published before these columns existed hold neither
@@ -323,9 +322,11 @@ def split_figures(splits: dict[str, pl.LazyFrame]) -> dict[str, dict[str, Any]]:
                 .cast(pl.Int64)
                 .alias("augmented"),
             )
-            .collect()
+            .collect(engine="streaming")
             .row(0, named=True)
         )
+        # a record without a group is its own
+        row["groups"] = spill.count_distinct(frame.select(pl.coalesce("group", "record_id")))
         labels = frame.group_by("label").len().sort("label", nulls_last=True).collect()
         figures[name] = {
             "records": row["records"],
