@@ -58,12 +58,15 @@ def plan_shards(ids: pl.LazyFrame | pl.DataFrame, cfg: PublishConfig, scratch: P
     of more than PLAN_PART_ROWS ids is cut into ranges of ids in `scratch` and each range is
     sorted alone: no step holds every id."""
     shards, starts, counts, membership = [], {}, {}, {}
+    shutil.rmtree(scratch, ignore_errors=True)  # an earlier try's ranges
     for split_name in SPLITS:
         mine = ids.lazy().filter(pl.col("split") == split_name).select("record_id")
         counts[split_name] = mine.select(pl.len()).collect(engine="streaming").item()
         digest, starts[split_name] = hashlib.sha256(), []
         placed = 0
         for sorted_ids in _sorted_ranges(mine, counts[split_name], scratch / split_name):
+            if sorted_ids.is_empty():  # a range between two equal bounds
+                continue
             if placed:
                 digest.update(b"\n")
             digest.update(sorted_ids.str.join("\n").item().encode())
@@ -72,6 +75,7 @@ def plan_shards(ids: pl.LazyFrame | pl.DataFrame, cfg: PublishConfig, scratch: P
             placed += sorted_ids.len()
         membership[split_name] = digest.hexdigest()
         shards.extend((split_name, number) for number in range(len(starts[split_name])))
+    shutil.rmtree(scratch, ignore_errors=True)
     return ShardPlan(tuple(shards), starts, counts, membership)
 
 
