@@ -329,8 +329,29 @@ def star_rounds(edges: pl.DataFrame, partitions: int) -> tuple[pl.DataFrame, int
 
 
 def replace_stage(monkeypatch, name: str, function) -> None:
-    """Run `function` as stage `name` in the runs this test makes (in this process: the
-    flow looks a stage up in the registry when it runs it)."""
+    """Run `function` as stage `name` in the runs this test makes: the flow looks a stage up
+    in the registry when it runs it, and every step of those runs runs in this process (a
+    pool's processes would find the stage the registry had when they started)."""
+    from flows.runner import workers
     from pipeline.registry import STAGES
 
     monkeypatch.setitem(STAGES, name, replace(STAGES[name], function=function))
+    monkeypatch.setattr(workers, "Processes", _InThisProcess)
+
+
+class _InThisProcess:
+    """A local pool of `count` workers, as far as the runner can tell, that runs every step
+    in this process."""
+
+    def __init__(self, count: int):
+        from flows.runner import workers
+
+        self.count = count
+        self.pool = self  # shut down with the run: nothing to stop
+        self._steps = workers.Workers()
+
+    def map(self, function, calls):
+        return self._steps.map(function, calls)
+
+    def shutdown(self, **_options) -> None:
+        pass

@@ -63,6 +63,23 @@ class RunConfig(Strict):
                 raise ValueError(f"source names must be unique; repeated: {', '.join(repeated)}")
         return self
 
+    @model_validator(mode="after")
+    def _memory_storage_in_one_process(self) -> RunConfig:
+        """`memory://` is one process's store: a pool's or a cluster's processes never see it."""
+        locations = [self.publish.location or ""]
+        if isinstance(self.sources, list):
+            for source in self.sources:
+                where = source.location
+                locations += [where] if isinstance(where, str) else where
+        in_memory = [where for where in locations if where.startswith("memory://")]
+        if in_memory and (self.runner.kind != "local" or self.runner.workers > 1):
+            raise ValueError(
+                f"{in_memory[0]} is in this process's memory, which the runner's other "
+                "processes cannot read: set runner: {kind: local, workers: 1}, or use a "
+                "folder or object storage"
+            )
+        return self
+
 
 # Sections of the planned run config whose stages are not built yet (none today).
 PLANNED_SECTIONS: dict[str, str] = {}

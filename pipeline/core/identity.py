@@ -58,3 +58,19 @@ def record_id_of(source: str, source_id: str) -> str:
     """The record_id of the record with id `source_id` in `source` (as ingest computes it)."""
     frame = pl.DataFrame({"id": [source_id]}, schema={"id": pl.String})
     return xxh3_128_hex(frame.select(declared_id_key(source, pl.col("id"))).to_series())[0]
+
+
+def record_node() -> pl.Expr:
+    """Each record id as a 128-bit number (`hex_ids`): distinct records, distinct nodes (the
+    connected components' node ids of dedup and split), where 64 bits may collide."""
+    numbers = lambda ids: hex_ids(ids).str.to_integer(base=16, dtype=pl.UInt128)  # noqa: E731
+    return pl.col("record_id").map_batches(numbers, pl.UInt128, is_elementwise=True).alias("node")
+
+
+def hex_ids(record_ids: pl.Series) -> pl.Series:
+    """Record ids as 32 hex digits: ingest's ids are such digests; an id of another form
+    (made by hand, as in tests) is replaced by its xxh3-128 digest."""
+    hexed = record_ids.str.len_bytes().eq(32) & record_ids.str.contains("^[0-9a-f]+$")
+    if not hexed.all():
+        record_ids = record_ids.zip_with(hexed, xxh3_128_hex(record_ids))
+    return record_ids

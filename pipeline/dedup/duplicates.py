@@ -38,7 +38,7 @@ import polars_hash  # noqa: F401  (registers the .nchash namespace)
 from pipeline.config import DedupConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.clusters import components, with_cluster_ids
-from pipeline.core.identity import xxh3_128_hex
+from pipeline.core.identity import hex_ids
 from pipeline.core.licenses import RANK, license_class
 from pipeline.core.schema import LEDGER_SCHEMA
 from pipeline.dedup import label_conflicts
@@ -102,24 +102,10 @@ def member_columns(
 
 def doc_ids(record_ids: pl.Series) -> pl.Series:
     """The document number of each record id: the uint64 of its first 16 hex digits, so that
-    documents sort as their record ids do (ingest's ids are 32-digit hex digests; `_hex`)."""
-    return _hex(record_ids).str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64).alias("doc")
-
-
-def record_node() -> pl.Expr:
-    """Each record id as a 128-bit number (`_hex`): distinct records, distinct nodes, where
-    two documents (64 bits) may collide."""
-    numbers = lambda ids: _hex(ids).str.to_integer(base=16, dtype=pl.UInt128)  # noqa: E731
-    return pl.col("record_id").map_batches(numbers, pl.UInt128, is_elementwise=True).alias("node")
-
-
-def _hex(record_ids: pl.Series) -> pl.Series:
-    """Record ids as 32 hex digits: ingest's ids are such digests; an id of another form
-    (made by hand, as in tests) is replaced by its xxh3-128 digest."""
-    hexed = record_ids.str.len_bytes().eq(32) & record_ids.str.contains("^[0-9a-f]+$")
-    if not hexed.all():
-        record_ids = record_ids.zip_with(hexed, xxh3_128_hex(record_ids))
-    return record_ids
+    documents sort as their record ids do (ingest's ids are 32-digit hex digests; `hex_ids`)."""
+    return (
+        hex_ids(record_ids).str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64).alias("doc")
+    )
 
 
 def doc_of_record() -> pl.Expr:

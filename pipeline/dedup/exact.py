@@ -20,6 +20,7 @@ import polars as pl
 
 from pipeline.config import DedupConfig
 from pipeline.core import reasons
+from pipeline.core.identity import record_node
 from pipeline.dedup import duplicates, label_conflicts
 from pipeline.stage import ByKey, Components, Decided, RunContext, StageResult
 
@@ -30,7 +31,7 @@ DROPS = duplicates.Drops(STAGE, reasons.EXACT_DUPLICATE, "exact")
 def _keys(frame: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
     """Each record of a part by its content hash."""
     part = frame if cfg.exact else frame.limit(0)
-    return part.select(pl.col("content_hash").alias("_key"), duplicates.record_node()).collect()
+    return part.select(pl.col("content_hash").alias("_key"), record_node()).collect()
 
 
 def _repeated(keys: pl.LazyFrame, cfg: DedupConfig) -> pl.DataFrame:
@@ -47,7 +48,7 @@ def _edges(repeated: pl.LazyFrame, cfg: DedupConfig) -> tuple[pl.DataFrame, dict
 
 def _members(part: pl.LazyFrame, cfg: DedupConfig, ctx: RunContext) -> pl.DataFrame:
     """What the keep rule needs of each record of a part, by its document."""
-    part = (part if cfg.exact else part.limit(0)).with_columns(duplicates.record_node())
+    part = (part if cfg.exact else part.limit(0)).with_columns(record_node())
     return duplicates.member_columns(part, ctx, extra=("node",)).collect()
 
 

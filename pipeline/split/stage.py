@@ -46,8 +46,8 @@ import polars_hash  # noqa: F401  (registers the .nchash namespace)
 from pipeline.config import SPLITS, SplitConfig
 from pipeline.core import ledger, reasons
 from pipeline.core.clusters import with_cluster_ids
+from pipeline.core.identity import record_node
 from pipeline.core.schema import LEDGER_SCHEMA
-from pipeline.dedup import duplicates
 from pipeline.leakage import leakage_columns
 from pipeline.split.assign import group_key, hashed_split, resolve_cutoffs, stratified, time_split
 from pipeline.split.components import HELD_OUT_FIRST, bridging, component_of
@@ -85,7 +85,7 @@ def _links(frame: pl.LazyFrame, cfg: SplitConfig) -> pl.LazyFrame:
     frame = _linking(frame)
     rows = [
         frame.filter(pl.col(column).is_not_null()).select(
-            duplicates.record_node(),
+            record_node(),
             pl.concat_str(pl.lit(f"{column}\x1f"), pl.col(column)).alias("_link"),
         )
         for column in leakage_columns(cfg)
@@ -106,7 +106,7 @@ def _edges(shared: pl.LazyFrame, cfg: SplitConfig) -> tuple[pl.DataFrame, dict]:
 
 def _component_members(part: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> pl.DataFrame:
     """What the decision needs of each record of a part, by its node."""
-    return _linking(with_cluster_ids(part)).with_columns(duplicates.record_node()).collect()
+    return _linking(with_cluster_ids(part)).with_columns(record_node()).collect()
 
 
 def _by_component(cfg: SplitConfig) -> bool:

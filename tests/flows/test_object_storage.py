@@ -20,6 +20,7 @@ from data_catalog.catalog import Catalog, open_version
 from flows.cli import app
 from flows.lost_runs import sweep_interrupted_runs
 from pipeline.config import load_run_config
+from pipeline.core.errors import ConfigError
 from training.data import SplitStream
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -55,9 +56,15 @@ def test_sources_and_versions_in_memory_storage(tmp_path, sms_spam, memory_bucke
         tmp_path / "remote",
         [{**SMS_SOURCE, "location": "memory://bucket/in/sms*.jsonl"}],
         publish={"location": "memory://bucket/datasets"},
+        runner={"workers": 1},  # the memory store is this process's
     )
     expected = run(on_disk)
     summary = run(remote)
+    pooled = write_project(
+        tmp_path / "pooled", [{**SMS_SOURCE, "location": "memory://bucket/in/sms*.jsonl"}]
+    )
+    with pytest.raises(ConfigError, match=r"memory://bucket/in/sms\*.jsonl is in this process's"):
+        load_run_config(pooled)  # a pool of two processes by default: they cannot see it
     # where the files are is not what the version is
     assert summary["dataset_hash"] == expected["dataset_hash"]
     version_url = f"memory://bucket/datasets/test-set/{summary['dataset_hash']}"
@@ -108,7 +115,9 @@ def test_the_sweep_removes_a_partial_copy_of_a_killed_run(tmp_path, sms_spam, me
     """A run killed while uploading its version leaves part of it in the bucket, no catalog
     row: the next run's sweep removes it, marks the run failed and records the crash."""
     write_jsonl(tmp_path / "data" / "sms-1.jsonl", sms_rows(sms_spam, 0, 50))
-    config = write_project(tmp_path, [SMS_SOURCE], publish={"location": "memory://bucket/v"})
+    config = write_project(
+        tmp_path, [SMS_SOURCE], publish={"location": "memory://bucket/v"}, runner={"workers": 1}
+    )
     cfg = load_run_config(config)
     catalog = Catalog.open(cfg.workdir)
     run_id = "20261130T000000Z-dead00"
