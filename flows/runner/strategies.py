@@ -65,8 +65,9 @@ class StageSteps:
         plan: RunPlan | None = None,
     ) -> list[Any]:
         """Map `step` over its parts (or key partitions), called with `plan` (the stage's
-        part plan, or the whole) and each item's `mapped` values. As each item finishes, the stage's progress advances by its
-        `records` (the step's input records of each item), when given."""
+        part plan, or the whole) and each item's `mapped` values. As each item finishes, the
+        stage's progress advances by its `records` (the step's input records of each item),
+        when given."""
         plan = plan or self.plan
         items = len(next(iter(mapped.values())))
         phase = f"{step} {{}}/{items}" if items > 1 else step
