@@ -65,8 +65,10 @@ _OPTIONAL = {
 
 
 def _keys(frame: pl.LazyFrame, cfg: SplitConfig, ctx: RunContext) -> pl.DataFrame:
-    """What links each record of a part to others (never its text)."""
-    return _links(with_cluster_ids(frame), cfg).collect()
+    """What links each record of a part to others (never its text); none where every record
+    is decided in one task, which reads the stage's input itself."""
+    part = frame if _by_component(cfg) else frame.limit(0)
+    return _links(with_cluster_ids(part), cfg).collect()
 
 
 def _linking(frame: pl.LazyFrame) -> pl.LazyFrame:
