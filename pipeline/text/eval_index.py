@@ -57,7 +57,7 @@ from pipeline.core.errors import DataError
 from pipeline.core.progress import progress
 from pipeline.text.eval_minhash import (
     BATCH_RECORDS,
-    band_frame,
+    BandTable,
     banding,
     item_minhash,
     minhash_batch,
@@ -110,6 +110,7 @@ class ContaminationIndex:
     exact: pl.DataFrame | None = None  # content_hash, item (first item of each hash)
     grams: list[GramTable] = field(default_factory=list)
     minhash: pl.DataFrame | None = None  # item, keys, shingles
+    minhash_bands: BandTable | None = None  # `minhash` keys, for finding candidates
     vectors: np.ndarray | None = None  # item vectors, with `vector_items` their positions
     vector_items: np.ndarray | None = None
     stats: dict[str, Any] = field(default_factory=dict)
@@ -147,6 +148,10 @@ class ContaminationIndex:
             path = prepared(minhash_file(methods.minhash))
             index.minhash = (
                 pl.read_parquet(path) if path else item_minhash(items["text"], methods.minhash)
+            )
+            index.minhash_bands = BandTable.of(
+                index.minhash["item"].to_numpy(),
+                index.minhash["keys"].to_numpy().reshape(-1, banding(methods.minhash)[0]),
             )
             stats["minhash"] = {"items_with_shingles": index.minhash.height}
         if methods.embedding is not None:
@@ -231,18 +236,11 @@ class ContaminationIndex:
 
     def _minhash(self, texts: pl.Series) -> pl.DataFrame:
         check = self.methods.minhash
-        bands, rows = banding(check)
-        item_keys = band_frame(
-            self.minhash["item"].to_numpy(), self.minhash["keys"].to_numpy(), "item"
-        )
-        item = pl.col("item").cast(pl.Int64)
-        item_shingles = self.minhash.select(item, pl.col("shingles").alias("hash")).explode("hash")
-        item_sizes = self.minhash.select(item, pl.col("shingles").list.len().alias("item_size"))
         texts = texts.cast(pl.String)
 
         def batch(start: int) -> pl.DataFrame:
             some = texts.slice(start, BATCH_RECORDS)
-            found = minhash_batch(some, check, bands, rows, item_keys, item_shingles, item_sizes)
+            found = minhash_batch(some, check, self.minhash_bands, self.minhash)
             return found.with_columns(pl.col("doc") + start)
 
         starts = list(range(0, texts.len(), BATCH_RECORDS))

@@ -36,6 +36,9 @@ BATCH_BYTES = 1 << 22  # text bytes per n-gram batch (each batch costs some fixe
 # (text, item) pairs counted at once: an n-gram that many items share (boilerplate) expands
 # to one pair per item for every text holding it (10M spine records: 18M pairs in one batch)
 PAIR_BUDGET = 1 << 16
+# items whose n-grams are hashed at once (the test split of 10M spine records, 315,000 items,
+# held 1.9 GB hashed at once)
+ITEM_BATCH = 50_000
 
 # an item's distinct n-grams, each with the word position of its first occurrence, and the
 # item's count of words (the same on each of its rows)
@@ -62,9 +65,20 @@ _UNICODE_NON_WORD = r"[^\p{L}\p{M}\p{N}\x00-\x7F]+"
 def item_grams(texts: pl.Series, check: NgramCheck) -> pl.DataFrame:
     """(n, item, hash, at, words): the distinct n-grams of items of at least n words and the
     distinct short_n-grams of items of short_n to n - 1 words, each at its first position,
-    sorted."""
+    sorted; ITEM_BATCH items at a time."""
+    texts = texts.cast(pl.String)
+    batches = [
+        _item_grams(texts.slice(start, ITEM_BATCH), check).with_columns(pl.col("item") + start)
+        for start in range(0, texts.len(), ITEM_BATCH)
+    ]
+    lengths = sorted({check.n, check.short_n}, reverse=True)
+    ordered = [batch.filter(pl.col("n") == n) for n in lengths for batch in batches]
+    return pl.concat([_GRAMS_SCHEMA.to_frame(), *ordered])
+
+
+def _item_grams(texts: pl.Series, check: NgramCheck) -> pl.DataFrame:
     frames = [_GRAMS_SCHEMA.to_frame()]
-    for words in word_hashes(texts.cast(pl.String)):
+    for words in word_hashes(texts):
         counts = np.diff(words.bounds)
         rules = [(check.n, counts >= check.n)]
         if check.short_n < check.n:
@@ -199,7 +213,7 @@ class GramTable:
         first = _first_of_each(text << 32 | key)  # each distinct n-gram of a text once
         text, at, key = text[first], at[first], key[first]
         holders = self.starts[key + 1] - self.starts[key]
-        held = np.repeat(self.starts[key], holders) + _ramp(holders)
+        held = np.repeat(self.starts[key], holders) + ramp(holders)
         item, where = self.items[held], self.positions[held]
         pair, at = np.repeat(text, holders) << 32 | item, np.repeat(at, holders)
         order = np.lexsort((where, pair))  # by pair, then where the n-gram is in the item
@@ -489,7 +503,7 @@ def _first_of_each(keys: np.ndarray, ordered: bool = False) -> np.ndarray:
     return first
 
 
-def _ramp(counts: np.ndarray) -> np.ndarray:
+def ramp(counts: np.ndarray) -> np.ndarray:
     """0, 1, ..., c - 1 for every count c, concatenated."""
     ends = np.cumsum(counts)
     return np.arange(ends[-1] if len(ends) else 0) - np.repeat(ends - counts, counts)

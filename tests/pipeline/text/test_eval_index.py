@@ -22,7 +22,7 @@ from pipeline.core.identity import xxh3_128_hex
 from pipeline.core.normalize import normalize_text
 from pipeline.ingest.readers import read_file
 from pipeline.ingest.stage import to_records
-from pipeline.text import eval_index, minhash, word_ngrams
+from pipeline.text import eval_index, eval_minhash, minhash, word_ngrams
 from pipeline.text.eval_index import MATCH_SCHEMA, ContaminationIndex, strongest
 from pipeline.text.eval_sets import eval_items, load_eval_set, write_eval_set
 
@@ -280,6 +280,55 @@ def test_minhash_scores_are_exact_jaccard(found, planted, humaneval):
         assert truth >= 0.8
     edited = near.filter(pl.col("item_id") == "HumanEval/33")["score"]
     assert 0.8 <= edited[0] < 1.0
+
+
+def test_items_prepared_a_few_at_a_time_give_the_index_and_matches_of_all_at_once(
+    planted, humaneval, sms_spam, monkeypatch
+):
+    """The items' n-grams and MinHash sketches are computed ITEM_BATCH and BATCH_RECORDS items
+    at a time (all at once held 1.9 GB for 10M spine records); the candidates of a record are
+    the items sharing one of its band keys, as a join of the band keys finds them."""
+    texts, _ = planted
+    records = _records(texts)
+    whole = ContaminationIndex.build(humaneval, NO_EMBEDDING)
+    monkeypatch.setattr(word_ngrams, "ITEM_BATCH", 7)
+    monkeypatch.setattr(eval_minhash, "BATCH_RECORDS", 11)
+    monkeypatch.setattr(eval_index, "BATCH_RECORDS", 11)
+    batched = ContaminationIndex.build(humaneval, NO_EMBEDDING)
+    assert batched.minhash.equals(whole.minhash)
+    for mine, theirs in zip(batched.grams, whole.grams, strict=True):
+        assert np.array_equal(mine.hashes, theirs.hashes)
+        assert np.array_equal(mine.items, theirs.items)
+        assert np.array_equal(mine.positions, theirs.positions)
+        assert np.array_equal(mine.words, theirs.words)
+    assert batched.matches(records).equals(whole.matches(records))
+
+    # short messages share band keys with other messages
+    messages = sms_spam["text"].drop_nulls().unique(maintain_order=True)
+    short = ContaminationIndex.build(
+        eval_items(messages.head(1500)), ContaminationMethods(exact=None, ngram=None)
+    )
+    _, keys, present = eval_minhash.minhash_sketch(messages.slice(1500), short.methods.minhash)
+    docs = np.flatnonzero(present)
+    bands = keys.shape[1]
+
+    def rows(owners, keys, name):
+        return pl.DataFrame(
+            {
+                name: np.repeat(owners.astype(np.int64), bands),
+                "band": np.tile(np.arange(bands), len(owners)),
+                "key": keys.ravel(),
+            }
+        )
+
+    item_keys = short.minhash["keys"].to_numpy()
+    joined = rows(docs, keys[docs], "doc").join(
+        rows(short.minhash["item"].to_numpy(), item_keys, "item"), on=["band", "key"]
+    )
+    expected = joined.select("doc", "item").unique().sort("doc", "item")
+    found = short.minhash_bands.candidates(docs, keys[docs]).sort("doc", "item")
+    assert found.equals(expected) and found.height >= 30
+    assert found["item"].n_unique() < found.height  # an item some records share
 
 
 def test_strongest_takes_the_highest_score_then_exact_ngram_minhash_embedding(found, planted):
