@@ -109,8 +109,8 @@ class ContaminationIndex:
     methods: ContaminationMethods
     exact: pl.DataFrame | None = None  # content_hash, item (first item of each hash)
     grams: list[GramTable] = field(default_factory=list)
-    minhash: pl.DataFrame | None = None  # item, keys, shingles
-    minhash_bands: BandTable | None = None  # `minhash` keys, for finding candidates
+    minhash: pl.DataFrame | None = None  # item, shingles
+    minhash_bands: BandTable | None = None  # the items' band keys
     vectors: np.ndarray | None = None  # item vectors, with `vector_items` their positions
     vector_items: np.ndarray | None = None
     stats: dict[str, Any] = field(default_factory=dict)
@@ -146,13 +146,14 @@ class ContaminationIndex:
             index.grams, stats["ngram"] = gram_tables(grams, methods.ngram, items.height)
         if methods.minhash is not None:
             path = prepared(minhash_file(methods.minhash))
-            index.minhash = (
+            sketches = (
                 pl.read_parquet(path) if path else item_minhash(items["text"], methods.minhash)
             )
             index.minhash_bands = BandTable.of(
-                index.minhash["item"].to_numpy(),
-                index.minhash["keys"].to_numpy().reshape(-1, banding(methods.minhash)[0]),
+                sketches["item"].to_numpy(),
+                sketches["keys"].to_numpy().reshape(-1, banding(methods.minhash)[0]),
             )
+            index.minhash = sketches.drop("keys")  # the band table holds them
             stats["minhash"] = {"items_with_shingles": index.minhash.height}
         if methods.embedding is not None:
             path = prepared(embedding_file())

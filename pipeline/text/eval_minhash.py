@@ -85,14 +85,14 @@ class BandTable:
     against the test split of 10M spine records)."""
 
     keys: np.ndarray  # uint64 (bands, items): each band's keys, sorted
-    items: np.ndarray  # int64 (bands, items): the item of each key
+    items: np.ndarray  # uint32 (bands, items): the item of each key
 
     @classmethod
     def of(cls, items: np.ndarray, keys: np.ndarray) -> BandTable:
         """The table of `keys` (items, bands), row k the band keys of item items[k]."""
         by_band = keys.T
         order = np.argsort(by_band, axis=1, kind="stable")
-        return cls(np.take_along_axis(by_band, order, 1), items.astype(np.int64)[order])
+        return cls(np.take_along_axis(by_band, order, 1), items.astype(np.uint32)[order])
 
     def candidates(self, docs: np.ndarray, keys: np.ndarray) -> pl.DataFrame:
         """(doc, item), distinct: the items that share a band key with a doc (`keys`: the
@@ -102,7 +102,7 @@ class BandTable:
             low = np.searchsorted(sorted_keys, keys[:, band], "left")
             counts = np.searchsorted(sorted_keys, keys[:, band], "right") - low
             found_docs.append(np.repeat(docs.astype(np.int64), counts))
-            found_items.append(items[np.repeat(low, counts) + ramp(counts)])
+            found_items.append(items[np.repeat(low, counts) + ramp(counts)].astype(np.int64))
         return pl.DataFrame(
             {"doc": np.concatenate(found_docs), "item": np.concatenate(found_items)}
         ).unique()

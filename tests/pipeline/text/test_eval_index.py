@@ -296,6 +296,8 @@ def test_items_prepared_a_few_at_a_time_give_the_index_and_matches_of_all_at_onc
     monkeypatch.setattr(eval_index, "BATCH_RECORDS", 11)
     batched = ContaminationIndex.build(humaneval, NO_EMBEDDING)
     assert batched.minhash.equals(whole.minhash)
+    assert np.array_equal(batched.minhash_bands.keys, whole.minhash_bands.keys)
+    assert np.array_equal(batched.minhash_bands.items, whole.minhash_bands.items)
     for mine, theirs in zip(batched.grams, whole.grams, strict=True):
         assert np.array_equal(mine.hashes, theirs.hashes)
         assert np.array_equal(mine.items, theirs.items)
@@ -321,9 +323,9 @@ def test_items_prepared_a_few_at_a_time_give_the_index_and_matches_of_all_at_onc
             }
         )
 
-    item_keys = short.minhash["keys"].to_numpy()
+    sketches = eval_minhash.item_minhash(messages.head(1500), short.methods.minhash)
     joined = rows(docs, keys[docs], "doc").join(
-        rows(short.minhash["item"].to_numpy(), item_keys, "item"), on=["band", "key"]
+        rows(sketches["item"].to_numpy(), sketches["keys"].to_numpy(), "item"), on=["band", "key"]
     )
     expected = joined.select("doc", "item").unique().sort("doc", "item")
     found = short.minhash_bands.candidates(docs, keys[docs]).sort("doc", "item")
