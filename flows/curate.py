@@ -48,7 +48,7 @@ from flows.runner.strategies import StageDone
 from pipeline.config import RunConfig, load_run_config
 from pipeline.core import ledger, progress, storage
 from pipeline.core.errors import ConfigError, ThresherError
-from pipeline.core.resources import measured
+from pipeline.core.resources import limit_malloc_arenas, measured
 from pipeline.ingest.source_files import source_files
 from pipeline.publish.version import MANIFEST, NOT_PUBLISHED
 from pipeline.registry import RECORD_STAGES, STAGES
@@ -104,6 +104,7 @@ def curate(config_path: str, resume: bool = False, force: bool = False) -> dict[
     and its run's summary is returned (flows/unchanged.py), unless `force`. The steps an
     earlier failed run of the same inputs finished are reused (flows/resume.py); with
     `resume`, finding none is an error."""
+    limit_malloc_arenas()  # before the run's steps start threads here
     try:
         cfg = load_run_config(config_path)
         refuse_stored_credentials(cfg, config_path)

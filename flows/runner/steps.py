@@ -27,7 +27,12 @@ from flows.run_plan import RunPlan
 from flows.runner import workers
 from pipeline.core import clusters, ledger, storage
 from pipeline.core.errors import ConfigError
-from pipeline.core.resources import peak_rss_mb, release_free_memory, reset_peak_rss
+from pipeline.core.resources import (
+    limit_malloc_arenas,
+    peak_rss_mb,
+    release_free_memory,
+    reset_peak_rss,
+)
 from pipeline.ingest.stage import INTERMEDIATE_PARQUET, IngestPart, finish, read_part
 from pipeline.leakage import check_disjoint, leakage_columns
 from pipeline.publish.stage import ShardPlan, published_events, routed, write_shard
@@ -113,6 +118,7 @@ def timed_step(global_step: bool = False) -> Callable[[Callable[..., R]], Callab
         @functools.wraps(function)
         def run(plan: RunPlan, *args: Any, **kwargs: Any) -> R:
             _check_scratch(plan)
+            limit_malloc_arenas()  # a Dask worker's first step: before its threads need arenas
             on_worker = workers.in_worker()
             if on_worker or global_step:
                 release_free_memory()

@@ -31,6 +31,7 @@ from threadpoolctl import threadpool_limits
 
 from pipeline.config import RunnerConfig
 from pipeline.core.errors import ThresherError
+from pipeline.core.resources import limit_malloc_arenas
 
 # what the fork server imports once, before it forks the pool's processes
 PRELOAD = ["flows.runner.steps"]
@@ -194,6 +195,7 @@ def _start_pool_process(run_pid: int, threads: int) -> None:
     the fork server, which itself waits for its children to end)."""
     global _in_pool
     _in_pool = True
+    limit_malloc_arenas()
     if os.environ.setdefault("OMP_NUM_THREADS", str(threads)).isdigit():
         threads = int(os.environ["OMP_NUM_THREADS"])
     # the libraries loaded already (numpy's BLAS, with the fork server's imports) read the

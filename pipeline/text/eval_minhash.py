@@ -22,7 +22,7 @@ FALSE_POSITIVE_WEIGHT = 0.2  # LSH banding: candidates are confirmed by exact Ja
 
 
 # records per MinHash batch: their shingles are the most a contamination part holds
-BATCH_RECORDS = 25_000
+BATCH_RECORDS = 10_000
 
 
 def banding(check: MinHashCheck) -> tuple[int, int]:
