@@ -21,7 +21,9 @@ CHAR_NGRAM = 5  # MinHash shingles of text without spaces (MinHashConfig's defau
 FALSE_POSITIVE_WEIGHT = 0.2  # LSH banding: candidates are confirmed by exact Jaccard
 
 
-# records per MinHash batch: their shingles are the most a contamination part holds
+# records (or items) per MinHash batch: a batch's candidate pairs and their shingles are the
+# most a contamination part holds (a part of 10M spine records, two threads: batches of 25,000
+# peaked at 1.47 GB, of 10,000 at 0.97 GB, and took no longer)
 BATCH_RECORDS = 10_000
 
 
@@ -115,8 +117,8 @@ def minhash_batch(
     item_sets: pl.DataFrame,
 ) -> pl.DataFrame:
     """(doc, item, score) of the strongest confirmed item of every matched doc of a batch.
-    Only the candidate items' shingles are read out of `item_sets` (item, shingles): all of
-    them, exploded for every batch, held 1.4 GB at 10M spine records."""
+    Only the candidate items' shingles are read out of `item_sets` (item, shingles), not
+    every item's for every batch."""
     shingles, keys, present = minhash_sketch(texts, check)
     docs = np.flatnonzero(present)
     candidates = item_keys.candidates(docs, keys[docs])
