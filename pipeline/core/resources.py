@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import time
 from collections.abc import Iterator
@@ -30,10 +31,14 @@ def limit_malloc_arenas() -> None:
     threads arenas of their own, up to 8 a core, and each keeps what was freed in it: the
     thread pools that each call opens (n-gram hashing, MinHash batches) took contamination's
     build from 0.71 to 1.42 GB on 10M spine records, its peak growing with every batch until
-    16 arenas held some (and the build was slower). Takes effect for arenas created after it,
-    so call it before a process starts threads; elsewhere than glibc it does nothing."""
+    16 arenas held some (and the build was slower). glibc fixes its limit the first time a
+    process has more than 8 arenas: call it before a process starts threads (later, it may do
+    nothing). A MALLOC_ARENA_MAX set in the environment wins; elsewhere than glibc it does
+    nothing."""
     import ctypes
 
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
     with contextlib.suppress(OSError, AttributeError):  # not glibc
         ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
 

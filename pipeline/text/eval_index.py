@@ -58,7 +58,6 @@ from pipeline.core.progress import progress
 from pipeline.text.eval_minhash import (
     BATCH_RECORDS,
     BandTable,
-    banding,
     item_minhash,
     minhash_batch,
 )
@@ -151,7 +150,7 @@ class ContaminationIndex:
             )
             index.minhash_bands = BandTable.of(
                 sketches["item"].to_numpy(),
-                sketches["keys"].to_numpy().reshape(-1, banding(methods.minhash)[0]),
+                sketches["keys"].to_numpy(),  # (items, bands), an Array column
             )
             index.minhash = sketches.drop("keys")  # the band table holds them
             stats["minhash"] = {"items_with_shingles": index.minhash.height}

@@ -67,13 +67,13 @@ def item_grams(texts: pl.Series, check: NgramCheck) -> pl.DataFrame:
     distinct short_n-grams of items of short_n to n - 1 words, each at its first position,
     sorted; ITEM_BATCH items at a time."""
     texts = texts.cast(pl.String)
-    batches = [
-        _item_grams(texts.slice(start, ITEM_BATCH), check).with_columns(pl.col("item") + start)
-        for start in range(0, texts.len(), ITEM_BATCH)
-    ]
     lengths = sorted({check.n, check.short_n}, reverse=True)
-    ordered = [batch.filter(pl.col("n") == n) for n in lengths for batch in batches]
-    return pl.concat([_GRAMS_SCHEMA.to_frame(), *ordered])
+    by_length: dict[int, list[pl.DataFrame]] = {n: [] for n in lengths}
+    for start in range(0, texts.len(), ITEM_BATCH):
+        batch = _item_grams(texts.slice(start, ITEM_BATCH), check)
+        for n in lengths:
+            by_length[n].append(batch.filter(pl.col("n") == n).with_columns(pl.col("item") + start))
+    return pl.concat([_GRAMS_SCHEMA.to_frame(), *(f for n in lengths for f in by_length[n])])
 
 
 def _item_grams(texts: pl.Series, check: NgramCheck) -> pl.DataFrame:

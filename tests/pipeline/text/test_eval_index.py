@@ -291,10 +291,12 @@ def test_items_prepared_a_few_at_a_time_give_the_index_and_matches_of_all_at_onc
     texts, _ = planted
     records = _records(texts)
     whole = ContaminationIndex.build(humaneval, NO_EMBEDDING)
+    grams = word_ngrams.item_grams(humaneval["text"], NgramCheck())  # an evaluation set's file
     monkeypatch.setattr(word_ngrams, "ITEM_BATCH", 7)
     monkeypatch.setattr(eval_minhash, "BATCH_RECORDS", 11)
     monkeypatch.setattr(eval_index, "BATCH_RECORDS", 11)
     batched = ContaminationIndex.build(humaneval, NO_EMBEDDING)
+    assert word_ngrams.item_grams(humaneval["text"], NgramCheck()).equals(grams)
     assert batched.minhash.equals(whole.minhash)
     assert np.array_equal(batched.minhash_bands.keys, whole.minhash_bands.keys)
     assert np.array_equal(batched.minhash_bands.items, whole.minhash_bands.items)
