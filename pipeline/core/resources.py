@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import resource
 import time
@@ -26,6 +27,7 @@ MALLOC_ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's mallopt parameter
 
 
+@functools.cache  # once a process: every step calls it, for a Dask worker's first
 def limit_malloc_arenas() -> None:
     """Let at most MALLOC_ARENAS malloc arenas serve this process's threads. glibc gives
     threads arenas of their own, up to 8 a core, and each keeps what was freed in it: the

@@ -10,7 +10,7 @@ import polars as pl
 
 from pipeline.config.contamination import MinHashCheck
 from pipeline.text import minhash
-from pipeline.text.word_ngrams import ramp
+from pipeline.text.word_ngrams import item_batches, ramp
 
 MINHASH_VERSION = 1
 
@@ -45,11 +45,7 @@ def minhash_sketch(
 def item_minhash(texts: pl.Series, check: MinHashCheck) -> pl.DataFrame:
     """(item, keys, shingles) of every item with shingles: band keys and sorted distinct
     shingle hashes; BATCH_RECORDS items at a time."""
-    texts = texts.cast(pl.String)
-    batches = [
-        _item_minhash(texts.slice(start, BATCH_RECORDS), check).with_columns(pl.col("item") + start)
-        for start in range(0, texts.len(), BATCH_RECORDS)
-    ]
+    batches = item_batches(texts, BATCH_RECORDS, lambda some: _item_minhash(some, check))
     bands, _ = banding(check)
     empty = pl.DataFrame(
         schema={

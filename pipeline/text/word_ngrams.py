@@ -18,6 +18,7 @@ lookup before the binary search. A record's n-grams are never kept beyond its ba
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -36,8 +37,8 @@ BATCH_BYTES = 1 << 22  # text bytes per n-gram batch (each batch costs some fixe
 # (text, item) pairs counted at once: an n-gram that many items share (boilerplate) expands
 # to one pair per item for every text holding it (10M spine records: 18M pairs in one batch)
 PAIR_BUDGET = 1 << 16
-# items whose n-grams are hashed at once (the test split of 10M spine records, 315,000 items,
-# held 1.9 GB hashed at once)
+# items whose n-grams are hashed at once (preparing the 315,000 test items of the 10M spine
+# run all at once, n-grams and MinHash sketches, took 1.9 GB)
 ITEM_BATCH = 50_000
 
 # an item's distinct n-grams, each with the word position of its first occurrence, and the
@@ -66,14 +67,21 @@ def item_grams(texts: pl.Series, check: NgramCheck) -> pl.DataFrame:
     """(n, item, hash, at, words): the distinct n-grams of items of at least n words and the
     distinct short_n-grams of items of short_n to n - 1 words, each at its first position,
     sorted; ITEM_BATCH items at a time."""
-    texts = texts.cast(pl.String)
     lengths = sorted({check.n, check.short_n}, reverse=True)
     by_length: dict[int, list[pl.DataFrame]] = {n: [] for n in lengths}
-    for start in range(0, texts.len(), ITEM_BATCH):
-        batch = _item_grams(texts.slice(start, ITEM_BATCH), check)
+    for batch in item_batches(texts, ITEM_BATCH, lambda some: _item_grams(some, check)):
         for n in lengths:
-            by_length[n].append(batch.filter(pl.col("n") == n).with_columns(pl.col("item") + start))
+            by_length[n].append(batch.filter(pl.col("n") == n))
     return pl.concat([_GRAMS_SCHEMA.to_frame(), *(f for n in lengths for f in by_length[n])])
+
+
+def item_batches(
+    texts: pl.Series, size: int, prepare: Callable[[pl.Series], pl.DataFrame]
+) -> Iterator[pl.DataFrame]:
+    """`prepare` of `size` items' texts at a time, its `item` column numbered over all."""
+    texts = texts.cast(pl.String)
+    for start in range(0, texts.len(), size):
+        yield prepare(texts.slice(start, size)).with_columns(pl.col("item") + start)
 
 
 def _item_grams(texts: pl.Series, check: NgramCheck) -> pl.DataFrame:
